@@ -1,0 +1,1 @@
+"""featurebudget numerics: online learners, anytime sequencing, GBFS, NVSD (no I/O)."""

@@ -1,0 +1,1 @@
+"""Synthetic data generators of the papers (seeded, streamed in chunks)."""

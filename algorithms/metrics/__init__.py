@@ -1,0 +1,1 @@
+"""Evaluation metrics shared by the algorithm families."""

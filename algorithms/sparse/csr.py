@@ -1,0 +1,160 @@
+"""The project's CSR batch type and conversions to it.
+
+A :class:`CSRBatch` holds ``n`` sparse examples in compressed-sparse-row form:
+``indptr`` (int64, n+1), ``indices`` (int32, nnz), ``values`` (float64, nnz) and the
+dimension ``n_features``. Row ``i`` is ``indices[indptr[i]:indptr[i+1]]``. Indices within a
+row are unique (not necessarily sorted); every index is in ``[0, n_features)``. Kernels
+trust these invariants; :func:`as_csr_batch` establishes them once at the edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+INDEX_DTYPE = np.int32
+INDPTR_DTYPE = np.int64
+VALUE_DTYPE = np.float64
+MAX_FEATURES = int(np.iinfo(np.int32).max)  # 2**31 - 1
+
+
+@dataclass(frozen=True)
+class CSRBatch:
+    """A batch of sparse examples. Construct with :meth:`from_arrays` to validate."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    n_features: int
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indptr[-1])
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    @classmethod
+    def from_arrays(cls, indptr, indices, values, n_features: int) -> CSRBatch:
+        """Validate and wrap flat arrays (copies only when a dtype must change). O(nnz)."""
+        n_features = int(n_features)
+        if not 0 < n_features <= MAX_FEATURES:
+            raise ValueError(f"n_features must be in [1, {MAX_FEATURES}], got {n_features}")
+        indptr = np.ascontiguousarray(indptr, dtype=INDPTR_DTYPE)
+        indices = np.ascontiguousarray(indices, dtype=INDEX_DTYPE) if _fits_int32(indices) \
+            else _raise(ValueError("feature index out of the int32 range"))
+        values = np.ascontiguousarray(values, dtype=VALUE_DTYPE)
+        if indptr.ndim != 1 or len(indptr) < 1 or indptr[0] != 0:
+            raise ValueError("indptr must be 1-D and start at 0")
+        if np.any(np.diff(indptr) < 0):
+            raise ValueError("indptr must be non-decreasing")
+        if indices.shape != values.shape or indices.ndim != 1 or len(indices) != indptr[-1]:
+            raise ValueError(
+                f"indices ({indices.shape}) and values ({values.shape}) must both have "
+                f"indptr[-1] = {int(indptr[-1])} entries")
+        if len(indices):
+            if indices.min() < 0:
+                row = _row_of(indptr, int(np.argmin(indices)))
+                raise ValueError(f"row {row}: negative feature index")
+            if indices.max() >= n_features:
+                row = _row_of(indptr, int(np.argmax(indices)))
+                raise ValueError(
+                    f"row {row}: feature index {int(indices.max())} >= n_features {n_features}")
+            if not np.all(np.isfinite(values)):
+                row = _row_of(indptr, int(np.argmin(np.isfinite(values))))
+                raise ValueError(f"row {row}: non-finite feature value")
+            duplicate_row = _first_row_with_duplicates(indptr, indices)
+            if duplicate_row >= 0:
+                raise ValueError(f"row {duplicate_row}: duplicate feature index")
+        return cls(indptr, indices, values, n_features)
+
+    def to_scipy(self) -> sp.csr_matrix:
+        return sp.csr_matrix((self.values, self.indices, self.indptr),
+                             shape=(self.n_rows, self.n_features))
+
+    def row_slice(self, start: int, stop: int) -> CSRBatch:
+        """Rows ``start:stop`` as a new batch (views of the value arrays). O(rows)."""
+        lo, hi = self.indptr[start], self.indptr[stop]
+        return CSRBatch(self.indptr[start:stop + 1] - lo, self.indices[lo:hi],
+                        self.values[lo:hi], self.n_features)
+
+    def normalized(self) -> CSRBatch:
+        """Each row scaled to unit L2 norm (empty / all-zero rows unchanged). O(nnz)."""
+        lengths = np.diff(self.indptr)
+        norms = np.sqrt(np.add.reduceat(self.values ** 2, self.indptr[:-1])
+                        if self.nnz else np.zeros(self.n_rows))
+        norms = np.where((lengths > 0) & (norms > 0), norms, 1.0)
+        return CSRBatch(self.indptr, self.indices,
+                        self.values / np.repeat(norms, lengths), self.n_features)
+
+
+def as_csr_batch(X, n_features: int | None = None) -> CSRBatch:
+    """Convert ``X`` (CSRBatch, scipy sparse, or dense 1-D/2-D array) to a valid batch.
+
+    Scipy input is canonicalized (duplicates summed); dense input keeps its non-zeros.
+    ``n_features`` defaults to the width of ``X``; a narrower ``X`` is accepted (it is the
+    same examples in a larger space), a wider one is an error.
+    """
+    if isinstance(X, CSRBatch):
+        if n_features is not None and X.n_features > n_features:
+            raise ValueError(f"X has {X.n_features} features, the model {n_features}")
+        if n_features is not None and X.n_features != n_features:
+            return CSRBatch(X.indptr, X.indices, X.values, n_features)
+        return X
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        width = X.shape[1]
+        indptr, indices, values = X.indptr, X.indices, X.data
+    else:
+        dense = np.asarray(X, dtype=VALUE_DTYPE)
+        if dense.ndim == 1:
+            dense = dense[None, :]
+        if dense.ndim != 2:
+            raise ValueError(f"X must be 1-D or 2-D, got shape {dense.shape}")
+        if not np.all(np.isfinite(dense)):
+            raise ValueError("X contains NaN or infinite values")
+        width = dense.shape[1]
+        mask = dense != 0
+        indptr = np.concatenate([[0], np.cumsum(mask.sum(axis=1))])
+        indices = np.nonzero(mask)[1]
+        values = dense[mask]
+    if n_features is None:
+        n_features = width
+    elif width > n_features:
+        raise ValueError(f"X has {width} features, the model {n_features}")
+    return CSRBatch.from_arrays(indptr, indices, values, n_features)
+
+
+def _fits_int32(indices) -> bool:
+    indices = np.asarray(indices)
+    if indices.size == 0 or indices.dtype == INDEX_DTYPE:
+        return True
+    return bool(indices.max() <= MAX_FEATURES and indices.min() >= np.iinfo(np.int32).min)
+
+
+def _raise(exc: Exception):
+    raise exc
+
+
+def _row_of(indptr: np.ndarray, position: int) -> int:
+    return int(np.searchsorted(indptr, position, side="right") - 1)
+
+
+def _first_row_with_duplicates(indptr: np.ndarray, indices: np.ndarray) -> int:
+    """Index of the first row holding a repeated index, or -1. O(nnz log m)."""
+    lengths = np.diff(indptr)
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    order = np.lexsort((indices, rows))
+    same = (rows[order][1:] == rows[order][:-1]) & (indices[order][1:] == indices[order][:-1])
+    if not same.any():
+        return -1
+    return int(rows[order][1:][same].min())

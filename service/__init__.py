@@ -1,0 +1,1 @@
+"""featurebudget service (FastAPI + Redis streams); see DESIGN.md section 3."""
