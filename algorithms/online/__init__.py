@@ -1,0 +1,32 @@
+"""Online learners with a feature budget (seed 002): PET, FOFS, SOFS; OGD, AROW baselines.
+
+``LEARNERS`` maps an algorithm name to its class; adding a learner is one file and one
+line here (see algorithms/README.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from algorithms.online.arow import AROW
+from algorithms.online.base import OnlineLearner
+from algorithms.online.fofs import FOFS
+from algorithms.online.ogd import OGD
+from algorithms.online.pet import PET
+from algorithms.online.sofs import SOFS
+
+LEARNERS: dict[str, type[OnlineLearner]] = {
+    cls.name: cls for cls in (PET, FOFS, SOFS, OGD, AROW)
+}
+
+
+def learner_from_state(state: dict[str, Any]) -> OnlineLearner:
+    """Rebuild any learner from its :meth:`OnlineLearner.state_dict`."""
+    name = state.get("algorithm")
+    if name not in LEARNERS:
+        raise ValueError(f"unknown algorithm {name!r}; known: {sorted(LEARNERS)}")
+    return LEARNERS[name].from_state_dict(state)
+
+
+__all__ = ["AROW", "FOFS", "LEARNERS", "OGD", "PET", "SOFS", "OnlineLearner",
+           "learner_from_state"]

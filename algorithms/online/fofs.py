@@ -1,0 +1,146 @@
+"""FOFS: first-order online feature selection (Wang et al. 2014, Algorithm 1; seed 002).
+
+If y w.x <= 1:  w^ = (1 - lam eta) w + eta y x;  w~ = min(1, 1 / (sqrt(lam) ||w^||)) w^;
+                w  = truncate(w~, B)  (keep the B largest |w|, ties: lower index first).
+Otherwise:      w  = (1 - lam eta) w.
+
+The shrink and the projection scale every weight alike, so w = s v with a lazy global
+scale s; ||v||^2 is kept incrementally (recomputed exactly every B updates). A step costs
+O(m log B) instead of the paper's O(d); memory is O(B).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from algorithms.online._topset import EMPTY, ROW_VALUE, _map_find, _offer, _rekey
+from algorithms.online.base import check_positive
+from algorithms.online.selecting import SelectingLearner
+
+SCALE, SQUARED_NORM, SINCE_EXACT = 0, 1, 2
+_SMALLEST_SCALE = 1e-60
+
+
+@njit(cache=True)
+def _fold_scale(slot_floats, meta, norm_state):
+    """Multiply the stored values by the scale, set the scale to 1, recompute ||v||^2."""
+    scale = norm_state[SCALE]
+    total = 0.0
+    for slot in range(meta[0]):
+        value = slot_floats[ROW_VALUE, slot] * scale
+        slot_floats[ROW_VALUE, slot] = value
+        slot_floats[0, slot] = abs(value)
+        total += value * value
+    norm_state[SCALE] = 1.0
+    norm_state[SQUARED_NORM] = total
+    norm_state[SINCE_EXACT] = 0.0
+
+
+@njit(cache=True)
+def _exact_squared_norm(slot_floats, meta):
+    total = 0.0
+    for slot in range(meta[0]):
+        total += slot_floats[ROW_VALUE, slot] * slot_floats[ROW_VALUE, slot]
+    return total
+
+
+@njit(cache=True)
+def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
+              map_keys, map_slots, meta, norm_state, scores):
+    longest = 0
+    for row in range(len(indptr) - 1):
+        longest = max(longest, indptr[row + 1] - indptr[row])
+    slots = np.empty(longest, dtype=np.int64)
+    new_features = np.empty(longest, dtype=np.int64)
+    new_values = np.empty(longest, dtype=np.float64)
+    shrink = 1.0 - lam * eta
+    root_lam = math.sqrt(lam)
+    capacity = slot_ints.shape[1]
+    updates = 0
+    for row in range(len(indptr) - 1):
+        lo, hi = indptr[row], indptr[row + 1]
+        scale = norm_state[SCALE]
+        total = 0.0
+        for k in range(lo, hi):
+            slot = _map_find(map_keys, map_slots, np.int64(indices[k]))
+            slots[k - lo] = slot
+            if slot != EMPTY:
+                total += slot_floats[ROW_VALUE, slot] * values[k]
+        score = scale * total
+        scores[row] = score
+        label = labels[row]
+        scale *= shrink
+        if label * score <= 1.0:
+            updates += 1
+            squared = norm_state[SQUARED_NORM]
+            step = eta * label / scale
+            n_new = 0
+            for k in range(lo, hi):
+                delta = step * values[k]
+                slot = slots[k - lo]
+                if slot != EMPTY:
+                    old = slot_floats[ROW_VALUE, slot]
+                    new = old + delta
+                    slot_floats[ROW_VALUE, slot] = new
+                    squared += new * new - old * old
+                    _rekey(slot_ints, slot_floats, meta, slot, abs(new))
+                elif delta != 0.0:
+                    new_features[n_new] = indices[k]
+                    new_values[n_new] = delta
+                    squared += delta * delta
+                    n_new += 1
+            if lam > 0.0:
+                norm = scale * math.sqrt(max(squared, 0.0))
+                if root_lam * norm > 1.0:
+                    scale *= 1.0 / (root_lam * norm)
+            for q in range(n_new):
+                evicted, evicted_value, accepted = _offer(
+                    slot_ints, slot_floats, map_keys, map_slots, meta, new_features[q],
+                    abs(new_values[q]), new_values[q])
+                if not accepted:
+                    squared -= new_values[q] * new_values[q]
+                elif evicted != EMPTY:
+                    squared -= evicted_value * evicted_value
+            norm_state[SINCE_EXACT] += 1.0
+            if norm_state[SINCE_EXACT] >= capacity:
+                squared = _exact_squared_norm(slot_floats, meta)
+                norm_state[SINCE_EXACT] = 0.0
+            norm_state[SQUARED_NORM] = squared
+        norm_state[SCALE] = scale
+        if scale < _SMALLEST_SCALE:
+            _fold_scale(slot_floats, meta, norm_state)
+    return updates
+
+
+class FOFS(SelectingLearner):
+    """First-order online feature selection by sparse projection.
+
+    Parameters
+    ----------
+    n_features : dimension d.
+    budget : B, the most non-zero weights kept.
+    eta : step size (Wang et al. use 0.2).
+    lam : shrinkage lambda; weights stay in the L2 ball of radius 1/sqrt(lam) (0: none).
+    """
+
+    name = "fofs"
+    _state_arrays = SelectingLearner._state_arrays + ("norm_state",)
+
+    def __init__(self, *, n_features: int, budget: int, eta: float = 0.2,
+                 lam: float = 0.01) -> None:
+        super().__init__(n_features=n_features, budget=budget)
+        self.eta = check_positive("eta", eta)
+        self.lam = check_positive("lam", lam, allow_zero=True)
+        if self.lam * self.eta >= 1.0:
+            raise ValueError(f"lam * eta must be < 1, got {self.lam * self.eta}")
+        self._norm_state = np.array([1.0, 0.0, 0.0])
+
+    def _weight_scale(self) -> float:
+        return float(self._norm_state[SCALE])
+
+    def _fit_rows(self, batch, labels, scores) -> int:
+        return _fofs_fit(batch.indptr, batch.indices, batch.values, labels, self.eta,
+                         self.lam, *self._kernel_state(), self._norm_state, scores)

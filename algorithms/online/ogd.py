@@ -1,0 +1,73 @@
+"""OGD: online gradient descent on the hinge loss, no feature selection (seed 002 baseline).
+
+If y w.x < 1:  w <- w + eta_t y x,  eta_t = eta / t^power_t  (t = examples seen, from 1).
+Dense weights: O(m) per example, O(d) memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from algorithms.online.base import OnlineLearner, check_positive
+
+
+@njit(cache=True)
+def _dense_scores(indptr, indices, values, weights, scores):
+    """scores[i] = w . x_i for dense w. O(nnz)."""
+    for row in range(len(indptr) - 1):
+        total = 0.0
+        for k in range(indptr[row], indptr[row + 1]):
+            total += weights[indices[k]] * values[k]
+        scores[row] = total
+
+
+@njit(cache=True)
+def _ogd_fit(indptr, indices, values, labels, eta, power_t, seen, weights, scores):
+    updates = 0
+    for row in range(len(indptr) - 1):
+        lo, hi = indptr[row], indptr[row + 1]
+        score = 0.0
+        for k in range(lo, hi):
+            score += weights[indices[k]] * values[k]
+        scores[row] = score
+        label = labels[row]
+        if label * score >= 1.0:
+            continue
+        updates += 1
+        step = label * eta / (seen + row + 1.0) ** power_t
+        for k in range(lo, hi):
+            weights[indices[k]] += step * values[k]
+    return updates
+
+
+class OGD(OnlineLearner):
+    """Online gradient descent on the hinge loss (no selection; ``budget`` is ignored).
+
+    Parameters
+    ----------
+    n_features : dimension d.
+    eta : initial step size.
+    power_t : decay exponent of the step size (0.5: eta / sqrt(t); 0: constant).
+    """
+
+    name = "ogd"
+    _state_arrays = ("weights",)
+
+    def __init__(self, *, n_features: int, budget: int | None = None, eta: float = 1.0,
+                 power_t: float = 0.5) -> None:
+        super().__init__(n_features=n_features, budget=budget)
+        self.eta = check_positive("eta", eta)
+        self.power_t = check_positive("power_t", power_t, allow_zero=True)
+        self._weights = np.zeros(self.n_features, dtype=np.float64)
+
+    def _fit_rows(self, batch, labels, scores) -> int:
+        return _ogd_fit(batch.indptr, batch.indices, batch.values, labels, self.eta,
+                        self.power_t, float(self.n_examples_), self._weights, scores)
+
+    def _score_rows(self, batch, scores) -> None:
+        _dense_scores(batch.indptr, batch.indices, batch.values, self._weights, scores)
+
+    def weights(self) -> tuple[np.ndarray, np.ndarray]:
+        index = np.flatnonzero(self._weights).astype(np.int64)
+        return index, self._weights[index]

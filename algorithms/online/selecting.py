@@ -1,0 +1,48 @@
+"""Common state of the selecting learners (PET, FOFS, SOFS): a top set of <= B features.
+
+Only kept features have non-zero weights, so the weights live in the top set's slots and
+the memory of PET and FOFS is O(B) whatever the dimension d.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from algorithms.online import _topset
+from algorithms.online.base import OnlineLearner
+from algorithms.sparse import CSRBatch
+
+
+class SelectingLearner(OnlineLearner):
+    """An online learner whose weights are stored in a top set of capacity min(B, d)."""
+
+    selects = True
+    _state_arrays = ("slot_ints", "slot_floats", "meta")
+
+    def __init__(self, *, n_features: int, budget: int) -> None:
+        super().__init__(n_features=n_features, budget=budget)
+        arrays = _topset.allocate(min(self.budget, self.n_features))
+        for key, array in arrays.items():
+            setattr(self, "_" + key, array)
+
+    def _after_load(self) -> None:
+        self._map_keys, self._map_slots = _topset.rebuild_map(
+            self._slot_ints, self._meta, len(self._map_keys))
+
+    def _weight_scale(self) -> float:
+        """Factor from stored slot values to weights (FOFS keeps a lazy scale)."""
+        return 1.0
+
+    def _score_rows(self, batch: CSRBatch, scores: np.ndarray) -> None:
+        _topset._score_rows(batch.indptr, batch.indices, batch.values, self._map_keys,
+                            self._map_slots, self._slot_floats, self._weight_scale(), scores)
+
+    def weights(self) -> tuple[np.ndarray, np.ndarray]:
+        features, values = _topset.kept(self._slot_ints, self._slot_floats, self._meta)
+        values = values * self._weight_scale()
+        nonzero = values != 0.0
+        return features[nonzero], values[nonzero]
+
+    def _kernel_state(self) -> tuple:
+        return (self._slot_ints, self._slot_floats, self._map_keys, self._map_slots, self._meta)
+

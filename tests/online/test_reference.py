@@ -1,0 +1,117 @@
+"""Every learner equals its plain-numpy O(d) reference (tests/online/naive.py) to 1e-9."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from algorithms.online import AROW, FOFS, OGD, PET, SOFS
+from tests.online import naive
+
+
+def stream(seed, n=300, d=40, density=0.15, binary=False, empty_every=0):
+    """Random sparse stream; indices repeat across examples; optional empty rows and ties."""
+    rng = np.random.default_rng(seed)
+    X = (rng.random((n, d)) < density).astype(float)
+    if not binary:
+        X *= rng.normal(size=(n, d))
+    if empty_every:
+        X[::empty_every] = 0.0
+    w_true = rng.normal(size=d)
+    y = np.where(X @ w_true + 0.3 * rng.normal(size=n) >= 0, 1.0, -1.0)
+    return X, y
+
+
+def dense_weights(learner, d):
+    w = np.zeros(d)
+    index, values = learner.weights()
+    w[index] = values
+    return w
+
+
+CASES = [
+    dict(seed=0),
+    dict(seed=1, binary=True),            # many exact ties in |w| and in Sigma
+    dict(seed=2, empty_every=7),          # empty examples
+    dict(seed=3, density=0.5, d=12),      # dense-ish, small d
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("budget", [1, 5, 17, 100])   # 100 > d: budget larger than d
+@pytest.mark.parametrize("hinge", [False, True])
+def test_pet_matches_reference(case, budget, hinge):
+    X, y = stream(**case)
+    learner = PET(n_features=X.shape[1], budget=budget, eta=0.5,
+                  update_on="hinge" if hinge else "mistake")
+    for chunk in np.array_split(np.arange(len(y)), 3):   # batching must not matter
+        learner.partial_fit(sp.csr_matrix(X[chunk]), y[chunk])
+    expected = naive.pet(X, y, budget, eta=0.5, hinge=hinge)
+    np.testing.assert_allclose(dense_weights(learner, X.shape[1]), expected, rtol=0, atol=1e-9)
+    assert len(learner.selected_features()) <= budget
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("budget", [1, 5, 17, 100])
+@pytest.mark.parametrize("lam", [0.0, 0.01, 0.5])
+def test_fofs_matches_reference(case, budget, lam):
+    X, y = stream(**case)
+    learner = FOFS(n_features=X.shape[1], budget=budget, eta=0.3, lam=lam)
+    learner.partial_fit(X, y)
+    expected = naive.fofs(X, y, budget, eta=0.3, lam=lam)
+    got = dense_weights(learner, X.shape[1])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9 * max(1, np.abs(expected).max()))
+
+
+def test_fofs_long_stream_folds_scale():
+    """Strong shrinkage drives the lazy scale below its floor: folding keeps it exact."""
+    X, y = stream(4, n=3000, d=30)
+    learner = FOFS(n_features=30, budget=8, eta=0.5, lam=1.0)
+    learner.partial_fit(X, y)
+    np.testing.assert_allclose(dense_weights(learner, 30), naive.fofs(X, y, 8, 0.5, 1.0),
+                               rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("budget", [1, 5, 17, 100])
+@pytest.mark.parametrize("r", [0.1, 1.0])
+def test_sofs_matches_reference(case, budget, r):
+    X, y = stream(**case)
+    learner = SOFS(n_features=X.shape[1], budget=budget, r=r)
+    for chunk in np.array_split(np.arange(len(y)), 4):
+        learner.partial_fit(X[chunk], y[chunk])
+    mu, sigma = naive.arow(X, y, r=r, budget=budget)
+    np.testing.assert_allclose(dense_weights(learner, X.shape[1]), mu, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(learner._sigma, sigma, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_arow_and_ogd_match_reference(case):
+    X, y = stream(**case)
+    arow = AROW(n_features=X.shape[1], r=0.5).partial_fit(X, y)
+    mu, sigma = naive.arow(X, y, r=0.5)
+    np.testing.assert_allclose(arow._mean, mu, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(arow._sigma, sigma, rtol=0, atol=1e-12)
+    ogd = OGD(n_features=X.shape[1], eta=0.7, power_t=0.5)
+    for chunk in np.array_split(np.arange(len(y)), 5):
+        ogd.partial_fit(X[chunk], y[chunk])
+    np.testing.assert_allclose(ogd._weights, naive.ogd(X, y, 0.7, 0.5), rtol=0, atol=1e-9)
+
+
+def test_sofs_budget_at_least_touched_equals_arow():
+    """With B >= d nothing is truncated: SOFS is AROW."""
+    X, y = stream(5)
+    sofs = SOFS(n_features=X.shape[1], budget=X.shape[1]).partial_fit(X, y)
+    arow = AROW(n_features=X.shape[1]).partial_fit(X, y)
+    np.testing.assert_array_equal(dense_weights(sofs, X.shape[1]), arow._mean)
+
+
+def test_progressive_scores_are_pre_update_scores():
+    X, y = stream(6, n=50)
+    learner = SOFS(n_features=X.shape[1], budget=5)
+    scores = learner.progressive_fit(X, y)
+    replay = SOFS(n_features=X.shape[1], budget=5)
+    for i in range(len(y)):
+        assert replay.decision_function(X[i:i + 1])[0] == scores[i]
+        replay.partial_fit(X[i:i + 1], y[i:i + 1])
