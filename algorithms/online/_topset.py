@@ -1,45 +1,67 @@
-"""Bounded indexed heap ("top set") over at most ``capacity`` features, in numba.
+"""Bounded, lazily ordered indexed heap ("top set") of at most ``capacity`` features.
 
 The top set holds the features a selector keeps: PET and FOFS keep the B largest |w|,
-SOFS the B smallest variances. Each kept feature lives in a *slot*; slots never move, so
-a slot's weight can be updated in place. Layout (all flat numpy arrays):
+SOFS the B smallest variances. Each kept feature lives in a *slot*; slots never move, so a
+slot's weight is updated in place. Order: a feature ranks higher when its key is larger;
+among equal keys the lower feature index ranks higher. This is a strict total order, so
+"the top B of a set" is unique and does not depend on the order features were offered.
+The heap (min-heap: its root is the lowest-ranked kept feature) decides evictions.
 
-- ``slot_ints``  int64 (3, capacity): row 0 feature of slot, row 1 heap (position ->
-  slot), row 2 position of slot in the heap.
-- ``slot_floats`` float64 (2, capacity): row 0 ranking key, row 1 stored weight.
-- ``map_keys`` / ``map_slots`` int64 (2^k,), ``EMPTY`` = -1: open-addressing hash map
-  feature -> slot (multiplicative hashing, linear probing, backward-shift deletion), load
-  factor <= 1/2, so memory is O(capacity) whatever the dimension d.
-- ``meta`` int64 (1,): number of occupied slots.
+Laziness: changing a kept feature's key (``_touch``) does not sift. It logs the old key and
+lowers a running *lower bound* on every kept rank. An absent feature that does not outrank
+that bound cannot enter (O(1), the common case). Only when one might, the heap is repaired:
+the logged keys are rolled back and re-applied one by one with exact sifts, O(k log B) for
+k touches since the last repair, or rebuilt in O(B) when that is cheaper. So a step costs
+O(m log B) at worst and O(m) typically, independent of the dimension d.
 
-Order: a feature ranks higher when its key is larger; among equal keys the lower feature
-index ranks higher. This is a strict total order, so "the top B of a set" is unique and
-does not depend on the order in which features were offered. The heap's root is the
-lowest-ranked kept feature. Every operation is O(log capacity) (hash map O(1) expected).
+Layout (flat numpy arrays; ``C`` = capacity):
+- ``slot_ints`` int64 (4, C): feature of slot, heap (position -> slot), position of slot,
+  touch log (slots).
+- ``slot_floats`` float64 (3, C + 1): key, stored weight, touch log (old keys). Column C is
+  the "absent" slot: value 0 (branch-free scoring), key = the lower bound.
+- ``meta`` int64 (5,): size, hash seed, hash shift, touch-log length (-1: rebuild needed),
+  feature of the lower bound.
+- ``map_keys`` / ``map_slots``: the cuckoo map feature -> slot (``_hashmap``).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
-EMPTY = -1
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+from algorithms.online._hashmap import (
+    EMPTY,
+    META_SIZE,
+    _map_delete,
+    _map_find,
+    _map_insert,
+    _map_rebuild,
+    allocate_map,
+)
 
-ROW_FEATURE, ROW_HEAP, ROW_POSITION = 0, 1, 2
-ROW_KEY, ROW_VALUE = 0, 1
+ROW_FEATURE, ROW_HEAP, ROW_POSITION, ROW_LOG = 0, 1, 2, 3
+ROW_KEY, ROW_VALUE, ROW_OLD_KEY = 0, 1, 2
+META_LOGGED, META_BOUND_FEATURE = 3, 4
+REBUILD = -1
+
+__all__ = ["EMPTY", "ROW_VALUE", "_admits", "_map_find", "_offer", "_touch", "allocate",
+           "kept", "rebuild_map"]
 
 
 def allocate(capacity: int) -> dict[str, np.ndarray]:
     """Arrays of an empty top set able to hold ``capacity`` features."""
     capacity = max(int(capacity), 1)
-    table = 1 << max(int(2 * capacity - 1).bit_length(), 1)
+    map_keys, map_slots, shift = allocate_map(capacity)
+    slot_floats = np.zeros((3, capacity + 1), dtype=np.float64)
+    slot_floats[ROW_KEY, capacity] = np.inf
     return {
-        "slot_ints": np.full((3, capacity), EMPTY, dtype=np.int64),
-        "slot_floats": np.zeros((2, capacity), dtype=np.float64),
-        "map_keys": np.full(table, EMPTY, dtype=np.int64),
-        "map_slots": np.full(table, EMPTY, dtype=np.int64),
-        "meta": np.zeros(1, dtype=np.int64),
+        "slot_ints": np.full((4, capacity), EMPTY, dtype=np.int64),
+        "slot_floats": slot_floats,
+        "map_keys": map_keys,
+        "map_slots": map_slots,
+        "meta": np.array([0, 0, shift, 0, EMPTY], dtype=np.int64),
     }
 
 
@@ -47,71 +69,20 @@ def rebuild_map(slot_ints: np.ndarray, meta: np.ndarray, table_size: int):
     """Hash map arrays for the occupied slots (used when loading a saved state)."""
     map_keys = np.full(table_size, EMPTY, dtype=np.int64)
     map_slots = np.full(table_size, EMPTY, dtype=np.int64)
-    for slot in range(int(meta[0])):
-        _map_insert(map_keys, map_slots, slot_ints[ROW_FEATURE, slot], slot)
+    _map_rebuild(slot_ints, map_keys, map_slots, meta)
     return map_keys, map_slots
 
 
 @njit(cache=True, inline="always")
-def _bucket(key, mask):
-    h = np.uint64(key) * _GOLDEN
-    return np.int64(h ^ (h >> np.uint64(29))) & mask
-
-
-@njit(cache=True)
-def _map_find(map_keys, map_slots, key):
-    """Slot of ``key`` or EMPTY. Expected O(1)."""
-    mask = len(map_keys) - 1
-    i = _bucket(key, mask)
-    while True:
-        k = map_keys[i]
-        if k == key:
-            return map_slots[i]
-        if k == EMPTY:
-            return EMPTY
-        i = (i + 1) & mask
-
-
-@njit(cache=True)
-def _map_insert(map_keys, map_slots, key, slot):
-    """Insert ``key`` (known absent) -> ``slot``."""
-    mask = len(map_keys) - 1
-    i = _bucket(key, mask)
-    while map_keys[i] != EMPTY:
-        i = (i + 1) & mask
-    map_keys[i] = key
-    map_slots[i] = slot
-
-
-@njit(cache=True)
-def _map_delete(map_keys, map_slots, key):
-    """Remove ``key`` (known present), shifting later probes back to keep lookups valid."""
-    mask = len(map_keys) - 1
-    i = _bucket(key, mask)
-    while map_keys[i] != key:
-        i = (i + 1) & mask
-    j = i
-    while True:
-        j = (j + 1) & mask
-        k = map_keys[j]
-        if k == EMPTY:
-            break
-        home = _bucket(k, mask)
-        # The entry at j may move to the hole at i unless its home lies cyclically in (i, j].
-        if (i < j and (home <= i or home > j)) or (i > j and home <= i and home > j):
-            map_keys[i] = k
-            map_slots[i] = map_slots[j]
-            i = j
-    map_keys[i] = EMPTY
-    map_slots[i] = EMPTY
+def _below(key_a, feature_a, key_b, feature_b):
+    """True when (key_a, feature_a) ranks strictly below (key_b, feature_b)."""
+    return key_a < key_b or (key_a == key_b and feature_a > feature_b)
 
 
 @njit(cache=True, inline="always")
-def _ranks_below(slot_ints, slot_floats, a, b):
-    """True when slot ``a`` ranks strictly below slot ``b``."""
-    ka = slot_floats[ROW_KEY, a]
-    kb = slot_floats[ROW_KEY, b]
-    return ka < kb or (ka == kb and slot_ints[ROW_FEATURE, a] > slot_ints[ROW_FEATURE, b])
+def _slot_below(slot_ints, slot_floats, a, b):
+    return _below(slot_floats[ROW_KEY, a], slot_ints[ROW_FEATURE, a],
+                  slot_floats[ROW_KEY, b], slot_ints[ROW_FEATURE, b])
 
 
 @njit(cache=True)
@@ -121,7 +92,7 @@ def _sift_up(slot_ints, slot_floats, position):
     slot = heap[position]
     while position > 0:
         parent = (position - 1) >> 1
-        if not _ranks_below(slot_ints, slot_floats, slot, heap[parent]):
+        if not _slot_below(slot_ints, slot_floats, slot, heap[parent]):
             break
         heap[position] = heap[parent]
         where[heap[position]] = position
@@ -139,9 +110,9 @@ def _sift_down(slot_ints, slot_floats, position, size):
         child = 2 * position + 1
         if child >= size:
             break
-        if child + 1 < size and _ranks_below(slot_ints, slot_floats, heap[child + 1], heap[child]):
+        if child + 1 < size and _slot_below(slot_ints, slot_floats, heap[child + 1], heap[child]):
             child += 1
-        if not _ranks_below(slot_ints, slot_floats, heap[child], slot):
+        if not _slot_below(slot_ints, slot_floats, heap[child], slot):
             break
         heap[position] = heap[child]
         where[heap[position]] = position
@@ -150,27 +121,80 @@ def _sift_down(slot_ints, slot_floats, position, size):
     where[slot] = position
 
 
-@njit(cache=True)
-def _rekey(slot_ints, slot_floats, meta, slot, key):
-    """Set the key of an occupied slot and restore the heap order. O(log B)."""
+@njit(cache=True, inline="always")
+def _lower_bound_to(slot_ints, slot_floats, meta, key, feature):
+    """Lower the bound to (key, feature) when that ranks below it."""
+    bound_column = slot_ints.shape[1]
+    if _below(key, feature, slot_floats[ROW_KEY, bound_column], meta[META_BOUND_FEATURE]):
+        slot_floats[ROW_KEY, bound_column] = key
+        meta[META_BOUND_FEATURE] = feature
+
+
+@njit(cache=True, inline="always")
+def _touch(slot_ints, slot_floats, meta, slot, key):
+    """Set a kept feature's key without sifting: log the old key, lower the bound. O(1)."""
     old = slot_floats[ROW_KEY, slot]
+    if key == old:
+        return
     slot_floats[ROW_KEY, slot] = key
-    position = slot_ints[ROW_POSITION, slot]
-    if key > old:
-        _sift_down(slot_ints, slot_floats, position, meta[0])
-    elif key < old:
-        _sift_up(slot_ints, slot_floats, position)
+    logged = meta[META_LOGGED]
+    if logged != REBUILD:
+        if logged < slot_ints.shape[1]:
+            slot_ints[ROW_LOG, logged] = slot
+            slot_floats[ROW_OLD_KEY, logged] = old
+            meta[META_LOGGED] = logged + 1
+        else:
+            meta[META_LOGGED] = REBUILD
+    _lower_bound_to(slot_ints, slot_floats, meta, key, slot_ints[ROW_FEATURE, slot])
+
+
+@njit(cache=True)
+def _repair(slot_ints, slot_floats, meta):
+    """Restore the heap order; afterwards the bound is the root. O(min(k log B, B))."""
+    size = meta[META_SIZE]
+    logged = meta[META_LOGGED]
+    if logged == REBUILD or logged * math.log2(size + 1) >= size:
+        for position in range(size // 2 - 1, -1, -1):
+            _sift_down(slot_ints, slot_floats, position, size)
+    elif logged > 0:
+        final = np.empty(logged, dtype=np.float64)
+        for i in range(logged):
+            final[i] = slot_floats[ROW_KEY, slot_ints[ROW_LOG, i]]
+        for i in range(logged - 1, -1, -1):   # roll back to the keys of the last repair
+            slot_floats[ROW_KEY, slot_ints[ROW_LOG, i]] = slot_floats[ROW_OLD_KEY, i]
+        for i in range(logged):               # re-apply each change with an exact sift
+            slot = slot_ints[ROW_LOG, i]
+            old = slot_floats[ROW_KEY, slot]
+            slot_floats[ROW_KEY, slot] = final[i]
+            if final[i] > old:
+                _sift_down(slot_ints, slot_floats, slot_ints[ROW_POSITION, slot], size)
+            elif final[i] < old:
+                _sift_up(slot_ints, slot_floats, slot_ints[ROW_POSITION, slot])
+    meta[META_LOGGED] = 0
+    root = slot_ints[ROW_HEAP, 0]
+    slot_floats[ROW_KEY, slot_ints.shape[1]] = slot_floats[ROW_KEY, root]
+    meta[META_BOUND_FEATURE] = slot_ints[ROW_FEATURE, root]
+
+
+@njit(cache=True, inline="always")
+def _admits(slot_ints, slot_floats, meta, feature, key):
+    """False when an absent feature certainly cannot enter (it does not outrank the lower
+    bound and there is no free slot). O(1)."""
+    capacity = slot_ints.shape[1]
+    if meta[META_SIZE] < capacity:
+        return True
+    return _below(slot_floats[ROW_KEY, capacity], meta[META_BOUND_FEATURE], key, feature)
 
 
 @njit(cache=True)
 def _offer(slot_ints, slot_floats, map_keys, map_slots, meta, feature, key, value):
     """Offer an absent feature. Returns (evicted feature or EMPTY, its stored value, accepted).
 
-    With a free slot the feature is inserted; otherwise it replaces the root when it ranks
-    above it. O(log B).
+    With a free slot the feature is appended (the heap is rebuilt once full); otherwise it
+    replaces the root when it outranks it. O(log B) plus a pending repair.
     """
     capacity = slot_ints.shape[1]
-    size = meta[0]
+    size = meta[META_SIZE]
     if size < capacity:
         slot = size
         slot_ints[ROW_FEATURE, slot] = feature
@@ -178,40 +202,45 @@ def _offer(slot_ints, slot_floats, map_keys, map_slots, meta, feature, key, valu
         slot_floats[ROW_VALUE, slot] = value
         slot_ints[ROW_HEAP, size] = slot
         slot_ints[ROW_POSITION, slot] = size
-        meta[0] = size + 1
-        _map_insert(map_keys, map_slots, feature, slot)
-        _sift_up(slot_ints, slot_floats, size)
+        meta[META_SIZE] = size + 1
+        meta[META_LOGGED] = REBUILD
+        _lower_bound_to(slot_ints, slot_floats, meta, key, feature)
+        _map_insert(slot_ints, map_keys, map_slots, meta, feature, slot)
         return EMPTY, 0.0, True
+    if meta[META_LOGGED] != 0:
+        _repair(slot_ints, slot_floats, meta)
     root = slot_ints[ROW_HEAP, 0]
-    root_key = slot_floats[ROW_KEY, root]
     root_feature = slot_ints[ROW_FEATURE, root]
-    if key < root_key or (key == root_key and feature > root_feature):
+    if not _below(slot_floats[ROW_KEY, root], root_feature, key, feature):
         return EMPTY, 0.0, False
     evicted_value = slot_floats[ROW_VALUE, root]
-    _map_delete(map_keys, map_slots, root_feature)
-    _map_insert(map_keys, map_slots, feature, root)
+    _map_delete(map_keys, map_slots, meta, root_feature)
     slot_ints[ROW_FEATURE, root] = feature
     slot_floats[ROW_KEY, root] = key
     slot_floats[ROW_VALUE, root] = value
+    _map_insert(slot_ints, map_keys, map_slots, meta, feature, root)
     _sift_down(slot_ints, slot_floats, 0, size)
+    new_root = slot_ints[ROW_HEAP, 0]
+    slot_floats[ROW_KEY, capacity] = slot_floats[ROW_KEY, new_root]
+    meta[META_BOUND_FEATURE] = slot_ints[ROW_FEATURE, new_root]
     return root_feature, evicted_value, True
 
 
 @njit(cache=True)
-def _score_rows(indptr, indices, values, map_keys, map_slots, slot_floats, scale, out):
+def _score_rows(indptr, indices, values, map_keys, map_slots, meta, slot_floats, scale, out):
     """out[i] = scale * sum_k value_k * w[index_k] over row i, w stored in the slots."""
+    absent = slot_floats.shape[1] - 1
     for row in range(len(indptr) - 1):
         total = 0.0
         for k in range(indptr[row], indptr[row + 1]):
-            slot = _map_find(map_keys, map_slots, np.int64(indices[k]))
-            if slot != EMPTY:
-                total += slot_floats[ROW_VALUE, slot] * values[k]
+            slot = _map_find(map_keys, map_slots, meta, np.int64(indices[k]), absent)
+            total += slot_floats[ROW_VALUE, slot] * values[k]
         out[row] = scale * total
 
 
 def kept(slot_ints: np.ndarray, slot_floats: np.ndarray, meta: np.ndarray):
     """(features, stored values) of the occupied slots, sorted by feature index."""
-    size = int(meta[0])
+    size = int(meta[META_SIZE])
     features = slot_ints[ROW_FEATURE, :size]
     order = np.argsort(features, kind="stable")
     return features[order].copy(), slot_floats[ROW_VALUE, :size][order].copy()

@@ -156,7 +156,7 @@ class OnlineLearner:
         bad = (labels != 1.0) & (labels != -1.0)
         if bad.any():
             position = int(np.argmax(bad))
-            raise ValueError(f"label {labels[position]!r} at row {position} is not -1 or +1")
+            raise ValueError(f"label {float(labels[position])!r} at row {position} is not -1 or +1")
         return labels
 
 

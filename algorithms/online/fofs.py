@@ -16,7 +16,17 @@ import math
 import numpy as np
 from numba import njit
 
-from algorithms.online._topset import EMPTY, ROW_VALUE, _map_find, _offer, _rekey
+from algorithms.online._topset import (
+    EMPTY,
+    META_LOGGED,
+    REBUILD,
+    ROW_KEY,
+    ROW_VALUE,
+    _admits,
+    _map_find,
+    _offer,
+    _touch,
+)
 from algorithms.online.base import check_positive
 from algorithms.online.selecting import SelectingLearner
 
@@ -26,14 +36,18 @@ _SMALLEST_SCALE = 1e-60
 
 @njit(cache=True)
 def _fold_scale(slot_floats, meta, norm_state):
-    """Multiply the stored values by the scale, set the scale to 1, recompute ||v||^2."""
+    """Multiply the stored values by the scale, set the scale to 1, recompute ||v||^2.
+    Rounding may reorder near-equal keys, so the heap is marked for a rebuild and the lower
+    bound reset to -inf."""
     scale = norm_state[SCALE]
     total = 0.0
     for slot in range(meta[0]):
         value = slot_floats[ROW_VALUE, slot] * scale
         slot_floats[ROW_VALUE, slot] = value
-        slot_floats[0, slot] = abs(value)
+        slot_floats[ROW_KEY, slot] = abs(value)
         total += value * value
+    slot_floats[ROW_KEY, slot_floats.shape[1] - 1] = -np.inf
+    meta[META_LOGGED] = REBUILD
     norm_state[SCALE] = 1.0
     norm_state[SQUARED_NORM] = total
     norm_state[SINCE_EXACT] = 0.0
@@ -59,16 +73,16 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
     shrink = 1.0 - lam * eta
     root_lam = math.sqrt(lam)
     capacity = slot_ints.shape[1]
+    absent = slot_floats.shape[1] - 1
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
         scale = norm_state[SCALE]
         total = 0.0
         for k in range(lo, hi):
-            slot = _map_find(map_keys, map_slots, np.int64(indices[k]))
+            slot = _map_find(map_keys, map_slots, meta, np.int64(indices[k]), absent)
             slots[k - lo] = slot
-            if slot != EMPTY:
-                total += slot_floats[ROW_VALUE, slot] * values[k]
+            total += slot_floats[ROW_VALUE, slot] * values[k]
         score = scale * total
         scores[row] = score
         label = labels[row]
@@ -81,12 +95,12 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
             for k in range(lo, hi):
                 delta = step * values[k]
                 slot = slots[k - lo]
-                if slot != EMPTY:
+                if slot != absent:
                     old = slot_floats[ROW_VALUE, slot]
                     new = old + delta
                     slot_floats[ROW_VALUE, slot] = new
                     squared += new * new - old * old
-                    _rekey(slot_ints, slot_floats, meta, slot, abs(new))
+                    _touch(slot_ints, slot_floats, meta, slot, abs(new))
                 elif delta != 0.0:
                     new_features[n_new] = indices[k]
                     new_values[n_new] = delta
@@ -97,6 +111,9 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
                 if root_lam * norm > 1.0:
                     scale *= 1.0 / (root_lam * norm)
             for q in range(n_new):
+                if not _admits(slot_ints, slot_floats, meta, new_features[q], abs(new_values[q])):
+                    squared -= new_values[q] * new_values[q]
+                    continue
                 evicted, evicted_value, accepted = _offer(
                     slot_ints, slot_floats, map_keys, map_slots, meta, new_features[q],
                     abs(new_values[q]), new_values[q])

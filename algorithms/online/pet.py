@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from algorithms.online._topset import EMPTY, ROW_VALUE, _map_find, _offer, _rekey
+from algorithms.online._topset import ROW_VALUE, _admits, _map_find, _offer, _touch
 from algorithms.online.base import check_positive
 from algorithms.online.selecting import SelectingLearner
 
@@ -25,15 +25,15 @@ def _pet_fit(indptr, indices, values, labels, eta, hinge, slot_ints, slot_floats
     slots = np.empty(longest, dtype=np.int64)
     new_features = np.empty(longest, dtype=np.int64)
     new_values = np.empty(longest, dtype=np.float64)
+    absent = slot_floats.shape[1] - 1
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
         score = 0.0
         for k in range(lo, hi):
-            slot = _map_find(map_keys, map_slots, np.int64(indices[k]))
+            slot = _map_find(map_keys, map_slots, meta, np.int64(indices[k]), absent)
             slots[k - lo] = slot
-            if slot != EMPTY:
-                score += slot_floats[ROW_VALUE, slot] * values[k]
+            score += slot_floats[ROW_VALUE, slot] * values[k]
         scores[row] = score
         label = labels[row]
         margin = label * score
@@ -44,15 +44,17 @@ def _pet_fit(indptr, indices, values, labels, eta, hinge, slot_ints, slot_floats
         for k in range(lo, hi):
             delta = eta * label * values[k]
             slot = slots[k - lo]
-            if slot != EMPTY:
+            if slot != absent:
                 weight = slot_floats[ROW_VALUE, slot] + delta
                 slot_floats[ROW_VALUE, slot] = weight
-                _rekey(slot_ints, slot_floats, meta, slot, abs(weight))
+                _touch(slot_ints, slot_floats, meta, slot, abs(weight))
             elif delta != 0.0:
                 new_features[n_new] = indices[k]
                 new_values[n_new] = delta
                 n_new += 1
         for q in range(n_new):
+            if not _admits(slot_ints, slot_floats, meta, new_features[q], abs(new_values[q])):
+                continue
             _offer(slot_ints, slot_floats, map_keys, map_slots, meta, new_features[q],
                    abs(new_values[q]), new_values[q])
     return updates

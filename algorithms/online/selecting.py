@@ -35,7 +35,8 @@ class SelectingLearner(OnlineLearner):
 
     def _score_rows(self, batch: CSRBatch, scores: np.ndarray) -> None:
         _topset._score_rows(batch.indptr, batch.indices, batch.values, self._map_keys,
-                            self._map_slots, self._slot_floats, self._weight_scale(), scores)
+                            self._map_slots, self._meta, self._slot_floats,
+                            self._weight_scale(), scores)
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         features, values = _topset.kept(self._slot_ints, self._slot_floats, self._meta)

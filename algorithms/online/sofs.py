@@ -4,30 +4,34 @@ AROW on a diagonal covariance, then keep only the B features of smallest varianc
 if l = max(0, 1 - y mu.x) > 0:  beta = 1 / (x' Sigma x + r),  alpha = l beta,
     mu_j += alpha y Sigma_j x_j,  Sigma_j -= beta Sigma_j^2 x_j^2   (j in the example),
     then mu_j = 0 for every j outside the B smallest Sigma_j (ties: lower index first).
-Variances only shrink, so the kept set is a max-heap of the B smallest variances touched
-by the example: O(m log B) per example. mu lives in the heap (O(B)); Sigma is dense (O(d)).
+Variances only shrink, so the kept set is the paper's heap of the B smallest variances and
+only features of the example can enter: O(m) per example plus O(log B) per heap change
+(see ``_topset``), independent of d. mu and Sigma are dense (O(d) memory, as in the
+paper); a kept feature's variance is stored negated, so membership costs no extra load.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
-from algorithms.online._topset import EMPTY, ROW_VALUE, _map_find, _offer, _rekey
+from algorithms.online._topset import EMPTY, _admits, _map_find, _offer, _touch, kept
 from algorithms.online.base import check_positive
+from algorithms.online.ogd import _dense_scores
 from algorithms.online.selecting import SelectingLearner
 
 
 @njit(cache=True)
-def _sofs_fit(indptr, indices, values, labels, r, sigma, slot_ints, slot_floats,
+def _sofs_fit(indptr, indices, values, labels, r, mean, signed_sigma, slot_ints, slot_floats,
               map_keys, map_slots, meta, scores):
     longest = 0
     for row in range(len(indptr) - 1):
         longest = max(longest, indptr[row + 1] - indptr[row])
-    slots = np.empty(longest, dtype=np.int64)
     new_features = np.empty(longest, dtype=np.int64)
-    new_values = np.empty(longest, dtype=np.float64)
     new_keys = np.empty(longest, dtype=np.float64)
+    absent = slot_floats.shape[1] - 1
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
@@ -36,11 +40,8 @@ def _sofs_fit(indptr, indices, values, labels, r, sigma, slot_ints, slot_floats,
         for k in range(lo, hi):
             feature = indices[k]
             x = values[k]
-            slot = _map_find(map_keys, map_slots, np.int64(feature))
-            slots[k - lo] = slot
-            if slot != EMPTY:
-                score += slot_floats[ROW_VALUE, slot] * x
-            variance += sigma[feature] * x * x
+            score += mean[feature] * x
+            variance += abs(signed_sigma[feature]) * x * x
         scores[row] = score
         label = labels[row]
         loss = 1.0 - label * score
@@ -53,22 +54,31 @@ def _sofs_fit(indptr, indices, values, labels, r, sigma, slot_ints, slot_floats,
         for k in range(lo, hi):
             feature = indices[k]
             x = values[k]
-            old_sigma = sigma[feature]
+            stored = signed_sigma[feature]
+            old_sigma = abs(stored)
             new_sigma = old_sigma - beta * old_sigma * old_sigma * x * x
-            sigma[feature] = new_sigma
-            delta = alpha * label * old_sigma * x
-            slot = slots[k - lo]
-            if slot != EMPTY:
-                slot_floats[ROW_VALUE, slot] += delta
-                _rekey(slot_ints, slot_floats, meta, slot, -new_sigma)
-            elif x != 0.0:
-                new_features[n_new] = feature
-                new_values[n_new] = delta
-                new_keys[n_new] = -new_sigma
-                n_new += 1
+            # Branch-free: kept features stay negative; others become candidates (their
+            # mean is 0, so += sets the candidate weight; rejected ones are zeroed below).
+            signed_sigma[feature] = math.copysign(new_sigma, stored)
+            mean[feature] += alpha * label * old_sigma * x
+            new_features[n_new] = feature
+            new_keys[n_new] = -new_sigma
+            n_new += (stored > 0.0) & (x != 0.0)
+            if stored < 0.0:
+                slot = _map_find(map_keys, map_slots, meta, np.int64(feature), absent)
+                _touch(slot_ints, slot_floats, meta, slot, -new_sigma)
         for q in range(n_new):
-            _offer(slot_ints, slot_floats, map_keys, map_slots, meta, new_features[q],
-                   new_keys[q], new_values[q])
+            feature = new_features[q]
+            if _admits(slot_ints, slot_floats, meta, feature, new_keys[q]):
+                evicted, _, accepted = _offer(slot_ints, slot_floats, map_keys, map_slots,
+                                              meta, feature, new_keys[q], 0.0)
+                if accepted:
+                    signed_sigma[feature] = -signed_sigma[feature]
+                    if evicted != EMPTY:
+                        signed_sigma[evicted] = -signed_sigma[evicted]
+                        mean[evicted] = 0.0
+                    continue
+            mean[feature] = 0.0
     return updates
 
 
@@ -83,13 +93,32 @@ class SOFS(SelectingLearner):
     """
 
     name = "sofs"
-    _sparse_arrays = {"sigma": 1.0}
+    _state_arrays = SelectingLearner._state_arrays
+    _sparse_arrays = {"mean": 0.0, "signed_sigma": 1.0}
 
     def __init__(self, *, n_features: int, budget: int, r: float = 1.0) -> None:
         super().__init__(n_features=n_features, budget=budget)
         self.r = check_positive("r", r)
-        self._sigma = np.ones(self.n_features, dtype=np.float64)
+        self._mean = np.zeros(self.n_features, dtype=np.float64)
+        self._signed_sigma = np.ones(self.n_features, dtype=np.float64)
+
+    @property
+    def sigma_(self) -> np.ndarray:
+        """The diagonal covariance Sigma (float64, shape (d,))."""
+        return np.abs(self._signed_sigma)
 
     def _fit_rows(self, batch, labels, scores) -> int:
-        return _sofs_fit(batch.indptr, batch.indices, batch.values, labels, self.r,
-                         self._sigma, *self._kernel_state(), scores)
+        return _sofs_fit(batch.indptr, batch.indices, batch.values, labels, self.r, self._mean,
+                         self._signed_sigma, *self._kernel_state(), scores)
+
+    def _score_rows(self, batch, scores) -> None:
+        _dense_scores(batch.indptr, batch.indices, batch.values, self._mean, scores)
+
+    def weights(self) -> tuple[np.ndarray, np.ndarray]:
+        features, _ = kept(self._slot_ints, self._slot_floats, self._meta)
+        values = self._mean[features]
+        nonzero = values != 0.0
+        return features[nonzero], values[nonzero]
+
+
+

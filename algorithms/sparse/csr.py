@@ -87,9 +87,9 @@ class CSRBatch:
     def normalized(self) -> CSRBatch:
         """Each row scaled to unit L2 norm (empty / all-zero rows unchanged). O(nnz)."""
         lengths = np.diff(self.indptr)
-        norms = np.sqrt(np.add.reduceat(self.values ** 2, self.indptr[:-1])
-                        if self.nnz else np.zeros(self.n_rows))
-        norms = np.where((lengths > 0) & (norms > 0), norms, 1.0)
+        rows = np.repeat(np.arange(self.n_rows), lengths)
+        norms = np.sqrt(np.bincount(rows, weights=self.values ** 2, minlength=self.n_rows))
+        norms = np.where(norms > 0, norms, 1.0)
         return CSRBatch(self.indptr, self.indices,
                         self.values / np.repeat(norms, lengths), self.n_features)
 

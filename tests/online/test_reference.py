@@ -83,7 +83,7 @@ def test_sofs_matches_reference(case, budget, r):
         learner.partial_fit(X[chunk], y[chunk])
     mu, sigma = naive.arow(X, y, r=r, budget=budget)
     np.testing.assert_allclose(dense_weights(learner, X.shape[1]), mu, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(learner._sigma, sigma, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(learner.sigma_, sigma, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -1,0 +1,140 @@
+"""One check suite run over every registered online learner (LEARNERS)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from algorithms.datasets.online_synthetic import make_task, stream
+from algorithms.online import LEARNERS, learner_from_state
+from algorithms.serialization import dumps_state, loads_state
+from algorithms.sparse import as_csr_batch
+
+D = 60
+
+
+def make(name, **params):
+    cls = LEARNERS[name]
+    return cls(n_features=D, budget=8, **params) if cls.selects else cls(n_features=D, **params)
+
+
+def data(seed=0, n=400):
+    """An X1-like stream (seed 002): 5 informative features in every row, 10 noise ones."""
+    task = make_task(n_features=D, n_informative=5, n_noise=10, seed=seed)
+    batch, y = next(stream(task, n, chunk_size=n, seed=seed))
+    return batch.to_scipy(), y.astype(int)
+
+
+@pytest.fixture(params=sorted(LEARNERS))
+def name(request):
+    return request.param
+
+
+def test_learns_a_linear_concept(name):
+    X, y = data()
+    learner = make(name)
+    for _ in range(3):
+        learner.partial_fit(X, y)
+    assert (learner.predict(X) == y).mean() > 0.7
+    assert learner.n_examples_ == 3 * X.shape[0]
+
+
+def test_state_round_trip_is_bit_exact_and_resumes_identically(name):
+    X, y = data()
+    learner = make(name).partial_fit(X[:200], y[:200])
+    restored = learner_from_state(loads_state(dumps_state(learner.state_dict())))
+    before, after = learner.state_dict(), restored.state_dict()
+    assert before.keys() == after.keys()
+    for key, value in before.items():
+        if isinstance(value, np.ndarray):
+            assert value.dtype == after[key].dtype and value.tobytes() == after[key].tobytes()
+        else:
+            assert value == after[key]
+    learner.partial_fit(X[200:], y[200:])
+    restored.partial_fit(X[200:], y[200:])
+    for a, b in zip(learner.weights(), restored.weights(), strict=True):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_input_forms_agree_and_input_is_not_mutated(name):
+    X, y = data(1)
+    copy = X.copy()
+    forms = [X, X.toarray(), as_csr_batch(X)]
+    results = []
+    for form in forms:
+        learner = make(name).partial_fit(form, y)
+        results.append((learner.decision_function(form), learner.weights()[1]))
+    for scores, weights in results[1:]:
+        np.testing.assert_array_equal(scores, results[0][0])
+        np.testing.assert_array_equal(weights, results[0][1])
+    assert (X - copy).nnz == 0
+
+
+def test_selectors_never_exceed_budget(name):
+    X, y = data(2)
+    learner = make(name)
+    for chunk in range(0, X.shape[0], 37):
+        learner.partial_fit(X[chunk:chunk + 37], y[chunk:chunk + 37])
+        if learner.selects:
+            assert len(learner.selected_features()) <= learner.budget
+
+
+def test_unseen_features_and_empty_rows_score_zero(name):
+    learner = make(name).partial_fit(*data(3, n=50))
+    empty = sp.csr_matrix((2, D))
+    np.testing.assert_array_equal(learner.decision_function(empty), [0.0, 0.0])
+    assert learner.predict(empty).tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("bad_y, message", [([0, 1], r"not -1 or \+1"), ([1], "labels for")])
+def test_bad_labels_are_rejected_and_change_nothing(name, bad_y, message):
+    learner = make(name)
+    X = np.zeros((2, D))
+    X[0, 0] = 1.0
+    with pytest.raises(ValueError, match=message):
+        learner.partial_fit(X, bad_y)
+    assert learner.n_examples_ == 0 and len(learner.weights()[0]) == 0
+
+
+def test_bad_inputs_are_rejected(name):
+    learner = make(name)
+    with pytest.raises(ValueError, match="features"):
+        learner.partial_fit(np.ones((1, D + 1)), [1])
+    with pytest.raises(ValueError, match="NaN"):
+        learner.partial_fit(np.full((1, D), np.nan), [1])
+    with pytest.raises(TypeError):
+        make(name, not_a_parameter=1)
+
+
+def test_bad_hyperparameters_are_rejected(name):
+    cls = LEARNERS[name]
+    with pytest.raises(ValueError):
+        cls(n_features=0, budget=3)
+    if cls.selects:
+        with pytest.raises(ValueError, match="budget"):
+            cls(n_features=D, budget=0)
+    numeric = [k for k, v in make(name).get_params().items()
+               if isinstance(v, float) and k not in ("n_features", "budget")]
+    for key in numeric:
+        with pytest.raises(ValueError, match=key):
+            make(name, **{key: -1.0})
+
+
+def test_get_params_rebuilds_the_learner(name):
+    learner = make(name)
+    clone = type(learner)(**learner.get_params())
+    assert clone.get_params() == learner.get_params()
+    assert repr(learner).startswith(type(learner).__name__)
+
+
+def test_unknown_algorithm_state_is_rejected():
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        learner_from_state({"algorithm": "nope"})
+
+
+def test_state_with_wrong_shapes_is_rejected():
+    state = make("pet").state_dict()
+    state["slot_ints"] = state["slot_ints"][:, :2]
+    with pytest.raises(ValueError, match="slot_ints"):
+        learner_from_state(state)

@@ -1,0 +1,107 @@
+"""Property tests of the lazily ordered top set and its cuckoo map against a brute force."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from algorithms.online import _topset as ts
+from algorithms.online._hashmap import _map_find
+
+
+def ranks_below(a, b):
+    """(key, feature) a ranks strictly below b: smaller key, or equal key and larger index."""
+    return a[0] < b[0] or (a[0] == b[0] and a[1] > b[1])
+
+
+def check_invariants(top, capacity, expected):
+    size = int(top["meta"][ts.META_SIZE])
+    assert size <= capacity and size == len(expected)
+    features = top["slot_ints"][ts.ROW_FEATURE, :size]
+    assert sorted(features.tolist()) == sorted(expected)
+    absent = capacity
+    for slot, feature in enumerate(features):
+        assert _map_find(top["map_keys"], top["map_slots"], top["meta"], feature, absent) == slot
+        assert top["slot_floats"][ts.ROW_KEY, slot] == expected[feature]
+    # The lower bound never ranks above a kept feature.
+    bound = (top["slot_floats"][ts.ROW_KEY, capacity], top["meta"][ts.META_BOUND_FEATURE])
+    if size == capacity:
+        assert all(not ranks_below((expected[f], f), bound) for f in expected)
+
+
+def check_heap(top):
+    size = int(top["meta"][ts.META_SIZE])
+    heap = top["slot_ints"][ts.ROW_HEAP, :size]
+    assert sorted(heap.tolist()) == list(range(size))
+    assert all(top["slot_ints"][ts.ROW_POSITION, s] == p for p, s in enumerate(heap))
+    keys = top["slot_floats"][ts.ROW_KEY]
+    feats = top["slot_ints"][ts.ROW_FEATURE]
+    for position in range(1, size):
+        parent = heap[(position - 1) // 2]
+        child = heap[position]
+        assert not ranks_below((keys[child], feats[child]), (keys[parent], feats[parent]))
+
+
+operations = st.lists(
+    st.tuples(st.sampled_from(["offer", "touch"]), st.integers(0, 40),
+              st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]) | st.floats(-3, 3)),
+    max_size=120)
+
+
+@settings(max_examples=150, deadline=None)
+@given(capacity=st.integers(1, 12), ops=operations)
+def test_top_set_keeps_the_best_offered_features(capacity, ops):
+    top = ts.allocate(capacity)
+    args = lambda: (top["slot_ints"], top["slot_floats"], top["map_keys"],  # noqa: E731
+                    top["map_slots"], top["meta"])
+    kept: dict[int, float] = {}
+    for kind, feature, key in ops:
+        if kind == "touch":
+            if not kept:
+                continue
+            feature = sorted(kept)[feature % len(kept)]
+            slot = _map_find(top["map_keys"], top["map_slots"], top["meta"], feature, capacity)
+            ts._touch(top["slot_ints"], top["slot_floats"], top["meta"], slot, key)
+            kept[feature] = key
+        elif feature not in kept:
+            # Brute force: enter when there is room or when outranking the worst kept.
+            if len(kept) < capacity:
+                expect_accept, expect_evicted = True, ts.EMPTY
+            else:
+                worst = min(kept, key=lambda f: (kept[f], -f))
+                expect_accept = ranks_below((kept[worst], worst), (key, feature))
+                expect_evicted = worst if expect_accept else ts.EMPTY
+            admits = ts._admits(top["slot_ints"], top["slot_floats"], top["meta"], feature, key)
+            assert admits or not expect_accept
+            if admits:
+                evicted, _, accepted = ts._offer(*args(), feature, key, 1.0)
+                assert accepted == expect_accept and evicted == expect_evicted
+            if expect_accept:
+                kept.pop(expect_evicted, None)
+                kept[feature] = key
+        check_invariants(top, capacity, kept)
+    if int(top["meta"][ts.META_SIZE]) == capacity:
+        ts._repair(top["slot_ints"], top["slot_floats"], top["meta"])
+        check_heap(top)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 2**31 - 2), min_size=1, max_size=300, unique=True))
+def test_cuckoo_map_finds_every_key_after_inserts_and_deletes(features):
+    capacity = len(features)
+    top = ts.allocate(capacity)
+    for feature in features:
+        ts._offer(top["slot_ints"], top["slot_floats"], top["map_keys"], top["map_slots"],
+                  top["meta"], feature, 1.0, 1.0)
+    check_invariants(top, capacity, dict.fromkeys(features, 1.0))
+    # Replacing every root exercises delete + insert; absent keys are never found.
+    for feature in range(2**31 - 300, 2**31 - 300 + len(features)):
+        ts._offer(top["slot_ints"], top["slot_floats"], top["map_keys"], top["map_slots"],
+                  top["meta"], feature, 2.0, 1.0)
+    for feature in features:
+        assert _map_find(top["map_keys"], top["map_slots"], top["meta"], feature, -7) == -7
+    rebuilt_keys, rebuilt_slots = ts.rebuild_map(top["slot_ints"], top["meta"],
+                                                 len(top["map_keys"]))
+    for slot in range(capacity):
+        feature = top["slot_ints"][ts.ROW_FEATURE, slot]
+        assert _map_find(rebuilt_keys, rebuilt_slots, top["meta"], feature, -7) == slot

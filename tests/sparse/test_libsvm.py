@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+
+from algorithms.sparse import CSRBatch, as_csr_batch
+from algorithms.sparse.libsvm import LibsvmFormatError, load_libsvm, parse_libsvm, write_libsvm
+
+
+def random_batch(seed=0, n=50, d=30):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.2, format="csr", random_state=seed)
+    X.data = rng.normal(size=X.nnz) * 10.0 ** rng.integers(-30, 30, size=X.nnz)
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    return as_csr_batch(X), y
+
+
+def test_round_trip_is_exact_with_repr_values(tmp_path):
+    batch, y = random_batch()
+    path = tmp_path / "data.svm"
+    write_libsvm(path, batch, y)
+    parsed, labels = load_libsvm(path, n_features=batch.n_features)
+    np.testing.assert_array_equal(parsed.indptr, batch.indptr)
+    np.testing.assert_array_equal(parsed.indices, batch.indices)
+    assert parsed.values.tobytes() == batch.values.tobytes()     # bit-exact
+    np.testing.assert_array_equal(labels, y)
+
+
+@pytest.mark.parametrize("zero_based", [False, True])
+def test_matches_scikit_learn_loader(tmp_path, zero_based):
+    batch, y = random_batch(1)
+    path = tmp_path / "data.svm"
+    dump_svmlight_file(batch.to_scipy(), y, str(path), zero_based=zero_based)
+    X_ref, y_ref = load_svmlight_file(str(path), n_features=batch.n_features,
+                                      zero_based=zero_based)
+    parsed, labels = load_libsvm(path, n_features=batch.n_features, zero_based=zero_based)
+    assert (parsed.to_scipy() != X_ref).nnz == 0
+    np.testing.assert_array_equal(labels, y_ref)
+
+
+def test_comments_blank_lines_qid_crlf_unsorted_and_precision():
+    text = (b"# header comment\n"
+            b"+1 qid:7 5:1.5 2:-2e3 # trailing comment\r\n"
+            b"\n"
+            b"   \t\n"
+            b"-1\n"
+            b"0.5 1:0.1 3:1.2345678901234567890 4:1e-320\n")
+    batch, labels = parse_libsvm(text)
+    assert labels.tolist() == [1.0, -1.0, 0.5]
+    assert batch.indptr.tolist() == [0, 2, 2, 5]
+    assert batch.indices.tolist() == [1, 4, 0, 2, 3]          # 1-based -> 0-based, sorted
+    assert batch.values.tolist() == [-2e3, 1.5, 0.1, float("1.2345678901234567890"),
+                                     float("1e-320")]
+    assert batch.n_features == 5
+
+
+def test_zero_based_auto_detection():
+    assert parse_libsvm(b"1 0:1 3:2\n", zero_based="auto")[0].indices.tolist() == [0, 3]
+    assert parse_libsvm(b"1 1:1 3:2\n", zero_based="auto")[0].indices.tolist() == [0, 2]
+
+
+@pytest.mark.parametrize("text, line, column, message", [
+    (b"1 1:2\n1 2:x\n", 2, 5, "value is not a number"),
+    (b"1 1:2\n\n# c\nabc 1:2\n", 4, 1, "label is not a number"),
+    (b"1 1:2\n-1 3 4:1\n", 2, 4, "expected 'index:value'"),
+    (b"1 -3:2\n", 1, 3, "non-negative integer"),
+    (b"1 0:2\n", 1, 3, "feature index 0 in a 1-based file"),
+    (b"1 1:2\n1 2:3 2:4\n", 2, 1, "appears twice"),
+    (b"1 1:2 99999999999:1\n", 1, 7, "larger than"),
+    (b"1 1:nan\n", 1, 5, "not a number"),
+    (b"1 1:1e999\n", 1, 1, "not finite"),
+    (b"1 1:2x\n", 1, 5, "not a number"),
+])
+def test_malformed_lines_name_line_and_column(text, line, column, message):
+    with pytest.raises(LibsvmFormatError, match=message) as error:
+        parse_libsvm(text)
+    assert (error.value.line, error.value.column) == (line, column)
+
+
+def test_index_beyond_n_features_names_its_line():
+    with pytest.raises(LibsvmFormatError, match="out of range") as error:
+        parse_libsvm(b"1 1:1\n1 7:1\n", n_features=5)
+    assert error.value.line == 2
+
+
+def test_empty_input_and_writer_to_stream():
+    batch, labels = parse_libsvm(b"")
+    assert batch.n_rows == 0 and len(labels) == 0
+    out = io.BytesIO()
+    small = CSRBatch.from_arrays([0, 2, 2], [0, 3], [0.5, 2.0], 4)
+    write_libsvm(out, small, [1, -1], zero_based=True, precision=3)
+    assert out.getvalue() == b"1 0:0.5 3:2\n-1\n"
