@@ -4,9 +4,11 @@ AROW on a diagonal covariance, then keep only the B features of smallest varianc
 if l = max(0, 1 - y mu.x) > 0:  beta = 1 / (x' Sigma x + r),  alpha = l beta,
     mu_j += alpha y Sigma_j x_j,  Sigma_j -= beta Sigma_j^2 x_j^2   (j in the example),
     then mu_j = 0 for every j outside the B smallest Sigma_j (ties: lower index first).
-Variances only shrink, so the kept set is the paper's heap of the B smallest variances and
-only features of the example can enter: O(m) per example plus O(log B) per heap change
-(see ``_topset``), independent of d. mu and Sigma are dense (O(d) memory, as in the
+Variances only shrink, so the kept set is the paper's heap of the B smallest variances,
+only features of the example can enter, and the heap's lower bound stays valid while kept
+variances shrink: a step is O(m), plus O(B) to refresh and re-heapify the kept keys when a
+newcomer outranks the bound (rare once the informative features are kept) and O(log B)
+per admitted feature; never O(d). mu and Sigma are dense (O(d) memory, as in the
 paper); a kept feature's variance is stored negated, so membership costs no extra load.
 """
 
@@ -17,10 +19,28 @@ import math
 import numpy as np
 from numba import njit
 
-from algorithms.online._topset import EMPTY, _admits, _map_find, _offer, _touch, kept
+from algorithms.online._topset import (
+    EMPTY,
+    META_LOGGED,
+    META_SIZE,
+    REBUILD,
+    ROW_FEATURE,
+    ROW_KEY,
+    _admits,
+    _offer,
+    kept,
+)
 from algorithms.online.base import check_positive
 from algorithms.online.ogd import _dense_scores
 from algorithms.online.selecting import SelectingLearner
+
+
+@njit(cache=True)
+def _refresh_keys(slot_ints, slot_floats, meta, signed_sigma):
+    """Kept features' keys from the variances (kept keys are not updated per example:
+    they only improve, so the heap's lower bound stays valid until the next repair). O(B)."""
+    for slot in range(meta[META_SIZE]):
+        slot_floats[ROW_KEY, slot] = signed_sigma[slot_ints[ROW_FEATURE, slot]]
 
 
 @njit(cache=True)
@@ -31,7 +51,6 @@ def _sofs_fit(indptr, indices, values, labels, r, mean, signed_sigma, slot_ints,
         longest = max(longest, indptr[row + 1] - indptr[row])
     new_features = np.empty(longest, dtype=np.int64)
     new_keys = np.empty(longest, dtype=np.float64)
-    absent = slot_floats.shape[1] - 1
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
@@ -51,6 +70,7 @@ def _sofs_fit(indptr, indices, values, labels, r, mean, signed_sigma, slot_ints,
         beta = 1.0 / (variance + r)
         alpha = loss * beta
         n_new = 0
+        keys_stale = False
         for k in range(lo, hi):
             feature = indices[k]
             x = values[k]
@@ -65,11 +85,14 @@ def _sofs_fit(indptr, indices, values, labels, r, mean, signed_sigma, slot_ints,
             new_keys[n_new] = -new_sigma
             n_new += (stored > 0.0) & (x != 0.0)
             if stored < 0.0:
-                slot = _map_find(map_keys, map_slots, meta, np.int64(feature), absent)
-                _touch(slot_ints, slot_floats, meta, slot, -new_sigma)
+                keys_stale = True
+        if keys_stale:
+            meta[META_LOGGED] = REBUILD
         for q in range(n_new):
             feature = new_features[q]
             if _admits(slot_ints, slot_floats, meta, feature, new_keys[q]):
+                if meta[META_LOGGED] != 0 and meta[META_SIZE] == slot_ints.shape[1]:
+                    _refresh_keys(slot_ints, slot_floats, meta, signed_sigma)
                 evicted, _, accepted = _offer(slot_ints, slot_floats, map_keys, map_slots,
                                               meta, feature, new_keys[q], 0.0)
                 if accepted:

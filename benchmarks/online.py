@@ -1,0 +1,325 @@
+"""Online feature selection on the SOFS paper's X1 data, side by side with peers.
+
+Reports (one run, same data, same machine):
+- test accuracy of PET (seed's mistake-driven and LIBSOL's hinge variant), FOFS and SOFS at
+  B in {50, 100, 200, 400, 800}, and OGD / AROW, each tuned per B on a validation split of
+  the training part; scikit-learn SGDClassifier (hinge, and l1 with its real non-zeros),
+  River (Perceptron, LogisticRegression, on a subset), Vowpal Wabbit (one pass);
+- training throughput on in-memory CSR (examples/s, non-zeros/s) against scikit-learn's
+  ``partial_fit``;
+- end to end from a libsvm file (parse + train) against ``load_svmlight_file`` +
+  ``partial_fit`` and VW reading its own format;
+- time per example as d grows 10^4 -> 10^6 -> 10^8 at fixed m (SOFS, FOFS, PET).
+
+Usage: python benchmarks/online.py [--quick] [--samples N]
+Writes benchmarks/results/online.json and prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import best_time, table, write_json  # noqa: E402
+
+from algorithms.datasets.online_synthetic import concatenate, make_task, make_x1, stream  # noqa: E402
+from algorithms.online import LEARNERS  # noqa: E402
+from algorithms.sparse import CSRBatch  # noqa: E402
+from algorithms.sparse.libsvm import load_libsvm, write_libsvm  # noqa: E402
+
+BUDGETS = [50, 100, 200, 400, 800]
+GRIDS = {   # the paper's hyperparameters, searched on a validation split per B
+    "pet": {"update_on": ["mistake"]},
+    "pet-hinge": {"update_on": ["hinge"], "eta": [0.01, 0.1, 1.0]},
+    "fofs": {"eta": [0.05, 0.2, 1.0], "lam": [1e-4, 1e-3, 1e-2, 0.1]},
+    "sofs": {"r": [0.01, 0.1, 1.0, 10.0]},
+    "ogd": {"eta": [0.1, 1.0, 10.0]},
+    "arow": {"r": [0.01, 0.1, 1.0, 10.0]},
+}
+LIBSOL = {  # the issue's reference figures (LIBSOL, same X1 shape), for the README
+    "sofs": {50: 0.638, 200: 0.988, 400: 0.987, 800: 0.986},
+    "fofs": {50: 0.724, 200: 0.875, 400: 0.914, 800: 0.941},
+    "pet-hinge": {50: 0.729, 200: 0.884, 400: 0.950, 800: 0.969},
+}
+
+
+def algorithm_of(variant: str) -> str:
+    return variant.split("-")[0]
+
+
+def grid(variant: str):
+    space = GRIDS[variant]
+    for values in itertools.product(*space.values()):
+        yield dict(zip(space, values, strict=True))
+
+
+def accuracy(learner, X: CSRBatch, y: np.ndarray) -> float:
+    return float((learner.predict(X) == y).mean())
+
+
+def fit(variant: str, budget: int | None, params: dict, X: CSRBatch, y: np.ndarray):
+    cls = LEARNERS[algorithm_of(variant)]
+    kwargs = dict(params, n_features=X.n_features)
+    if cls.selects:
+        kwargs["budget"] = budget
+    return cls(**kwargs).partial_fit(X, y)
+
+
+def tune(variant, budget, train, y_train, valid, y_valid):
+    scored = [(accuracy(fit(variant, budget, p, train, y_train), valid, y_valid), p)
+              for p in grid(variant)]
+    return max(scored, key=lambda item: item[0])
+
+
+def run_ours(X, y, n_train, n_fit):
+    """Tune on (first n_fit, rest of train), then refit on train and test."""
+    train, test = X.row_slice(0, n_train), X.row_slice(n_train, X.n_rows)
+    y_train, y_test = y[:n_train], y[n_train:]
+    fit_part, valid = train.row_slice(0, n_fit), train.row_slice(n_fit, n_train)
+    rows, chosen = [], {}
+    for variant in GRIDS:
+        budgets = BUDGETS if LEARNERS[algorithm_of(variant)].selects else [None]
+        for budget in budgets:
+            valid_acc, params = tune(variant, budget, fit_part, y[:n_fit], valid,
+                                     y[n_fit:n_train])
+            learner = fit(variant, budget, params, train, y_train)
+            rows.append({"method": variant, "B": budget or "all", "params": params,
+                         "valid_acc": valid_acc, "test_acc": accuracy(learner, test, y_test),
+                         "nonzeros": len(learner.selected_features())})
+            chosen[(variant, budget)] = params
+            print(f"  {variant:10s} B={budget}: test {rows[-1]['test_acc']:.4f} {params}",
+                  flush=True)
+    return rows, chosen
+
+
+def run_sklearn(X, y, n_train):
+    from sklearn.linear_model import SGDClassifier
+    train, test = X.row_slice(0, n_train).to_scipy(), X.row_slice(n_train, X.n_rows).to_scipy()
+    rows = []
+    for penalty, alpha in [("l2", 1e-4), ("l1", 1e-4), ("l1", 1e-3)]:
+        model = SGDClassifier(loss="hinge", penalty=penalty, alpha=alpha, random_state=0)
+        model.partial_fit(train, y[:n_train], classes=[-1, 1])
+        rows.append({"method": f"sklearn SGD hinge {penalty} alpha={alpha}", "B": "all",
+                     "test_acc": float((model.predict(test) == y[n_train:]).mean()),
+                     "nonzeros": int(np.count_nonzero(model.coef_))})
+    return rows
+
+
+def run_river(X, y, n_train, subset):
+    try:
+        from river import linear_model
+    except ImportError:
+        return [{"method": "river (not installed)"}]
+    rows = []
+    for name, model in [("river Perceptron", linear_model.Perceptron()),
+                        ("river LogisticRegression", linear_model.LogisticRegression())]:
+        start = time.perf_counter()
+        for i in range(subset):
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            model.learn_one(dict(zip(X.indices[lo:hi].tolist(), X.values[lo:hi].tolist(),
+                                     strict=True)), bool(y[i] > 0))
+        seconds = time.perf_counter() - start
+        correct = 0
+        tests = range(n_train, min(X.n_rows, n_train + 5000))
+        for i in tests:
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            guess = model.predict_one(dict(zip(X.indices[lo:hi].tolist(),
+                                               X.values[lo:hi].tolist(), strict=True)))
+            correct += (1 if guess else -1) == y[i]
+        rows.append({"method": f"{name} (first {subset} train)", "B": "all",
+                     "test_acc": correct / len(tests),
+                     "examples_per_s": subset / seconds})
+    return rows
+
+
+def write_vw(path: Path, X: CSRBatch, y: np.ndarray) -> None:
+    with open(path, "w") as out:
+        for i in range(X.n_rows):
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            features = " ".join(f"{j}:{v:.7g}" for j, v in zip(X.indices[lo:hi].tolist(),
+                                                                X.values[lo:hi].tolist(),
+                                                                strict=True))
+            out.write(f"{int(y[i])} | {features}\n")
+
+
+def run_vw(X, y, n_train, workdir: Path):
+    try:
+        import vowpalwabbit
+    except ImportError:
+        return [{"method": "vowpal wabbit (not installed)"}], {}
+    train_path, test_path = workdir / "train.vw", workdir / "test.vw"
+    write_vw(train_path, X.row_slice(0, n_train), y[:n_train])
+    write_vw(test_path, X.row_slice(n_train, X.n_rows), y[n_train:])
+    rows, timing = [], {}
+    for label, extra in [("vw logistic", ""), ("vw logistic --l1 1e-6", "--l1 1e-6"),
+                         ("vw logistic --l1 1e-5", "--l1 1e-5")]:
+        model, readable = workdir / "model.vw", workdir / "model.txt"
+        start = time.perf_counter()
+        vowpalwabbit.Workspace(f"-d {train_path} --loss_function logistic --quiet "
+                               f"-f {model} --readable_model {readable} {extra}").finish()
+        seconds = time.perf_counter() - start
+        predictions = workdir / "predictions.txt"
+        vowpalwabbit.Workspace(f"-t -i {model} -d {test_path} -p {predictions} "
+                               "--quiet").finish()
+        scores = np.loadtxt(predictions)
+        weights = re.findall(r"^\d+:(\S+)$", readable.read_text(), flags=re.MULTILINE)
+        nonzeros = sum(float(w) != 0.0 for w in weights)
+        rows.append({"method": label, "B": "all",
+                     "test_acc": float((np.where(scores >= 0, 1, -1) == y[n_train:]).mean()),
+                     "nonzeros": nonzeros})
+        timing.setdefault("vw_file_seconds", seconds)
+    return rows, timing
+
+
+def throughput(X, y, n_train, chosen):
+    """Training examples/s on in-memory CSR, ours at B=200 vs scikit-learn partial_fit."""
+    from sklearn.linear_model import SGDClassifier
+    train, y_train = X.row_slice(0, n_train), y[:n_train]
+    scipy_train = train.to_scipy()
+    rows = []
+
+    def sklearn_run():
+        SGDClassifier(loss="hinge", random_state=0).partial_fit(scipy_train, y_train,
+                                                                classes=[-1, 1])
+    base = best_time(sklearn_run)
+    rows.append({"method": "sklearn SGD partial_fit (hinge)",
+                 "examples_per_s": n_train / base, "nonzeros_per_s": train.nnz / base,
+                 "vs_sklearn": 1.0})
+    for variant in GRIDS:
+        budget = 200 if LEARNERS[algorithm_of(variant)].selects else None
+        params = chosen[(variant, budget)]
+        fit(variant, budget, params, train.row_slice(0, 100), y_train[:100])   # warm JIT
+        seconds = best_time(lambda v=variant, b=budget, p=params: fit(v, b, p, train, y_train))
+        rows.append({"method": f"{variant} (B={budget or 'all'})",
+                     "examples_per_s": n_train / seconds, "nonzeros_per_s": train.nnz / seconds,
+                     "vs_sklearn": base / seconds})
+    return rows
+
+
+def end_to_end(X, y, rows_in_file, chosen, workdir: Path, vw_timing):
+    from sklearn.datasets import load_svmlight_file
+    from sklearn.linear_model import SGDClassifier
+    part, labels = X.row_slice(0, rows_in_file), y[:rows_in_file]
+    path = workdir / "train.svm"
+    write_libsvm(path, part, labels, precision=7)
+    size_mb = path.stat().st_size / 1e6
+    params = chosen[("sofs", 200)]
+
+    def ours():
+        batch, targets = load_libsvm(path, n_features=X.n_features)
+        LEARNERS["sofs"](n_features=X.n_features, budget=200, **params).partial_fit(batch,
+                                                                                   targets)
+
+    def parse_only():
+        load_libsvm(path, n_features=X.n_features)
+
+    def sklearn_e2e():
+        data, targets = load_svmlight_file(str(path), n_features=X.n_features)
+        data.indices = data.indices.astype(np.int32)   # SGDClassifier refuses int64 indices
+        data.indptr = data.indptr.astype(np.int32)
+        SGDClassifier(loss="hinge").partial_fit(data, targets, classes=[-1, 1])
+
+    ours()
+    seconds = best_time(ours, 2)
+    parse_seconds = best_time(parse_only, 2)
+    sk_seconds = best_time(sklearn_e2e, 1)
+    rows = [{"method": "featurebudget load_libsvm + SOFS (B=200)",
+             "examples_per_s": rows_in_file / seconds, "seconds": seconds},
+            {"method": "featurebudget load_libsvm (parse only)",
+             "examples_per_s": rows_in_file / parse_seconds, "seconds": parse_seconds,
+             "MB_per_s": size_mb / parse_seconds},
+            {"method": "sklearn load_svmlight_file + SGD partial_fit",
+             "examples_per_s": rows_in_file / sk_seconds, "seconds": sk_seconds}]
+    if "vw_file_seconds" in vw_timing:
+        n_train = vw_timing["n_train"]
+        rows.append({"method": "vowpal wabbit -d (own format, logistic)",
+                     "examples_per_s": n_train / vw_timing["vw_file_seconds"],
+                     "seconds": vw_timing["vw_file_seconds"]})
+    return rows, size_mb
+
+
+def scaling(n, dimensions):
+    """Time per example at fixed m = 600 as d grows (B = 200)."""
+    rows = []
+    for d in dimensions:
+        task = make_task(d, 200, 400, seed=7)
+        X, y = concatenate(stream(task, n, seed=7))
+        X = X.normalized()
+        row = {"d": f"{d:.0e}"}
+        for name in ("sofs", "fofs", "pet"):
+            LEARNERS[name](n_features=d, budget=200).partial_fit(X.row_slice(0, 50), y[:50])
+            learners = [LEARNERS[name](n_features=d, budget=200) for _ in range(2)]
+            times = []
+            for learner in learners:
+                start = time.perf_counter()
+                learner.partial_fit(X, y)
+                times.append(time.perf_counter() - start)
+            row[f"{name}_us_per_example"] = min(times) / n * 1e6
+        rows.append(row)
+        print(f"  d={d:.0e}: {row}", flush=True)
+    for name in ("sofs", "fofs", "pet"):
+        key = f"{name}_us_per_example"
+        for row in rows:
+            row[f"{name}_vs_smallest_d"] = row[key] / rows[0][key]
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20,000 samples, small scaling run")
+    parser.add_argument("--samples", type=int, default=None)
+    args = parser.parse_args()
+    n = args.samples or (20_000 if args.quick else 100_000)
+    n_train = int(0.8 * n)
+    n_fit = int(0.8 * n_train)
+    print(f"X1: generating {n} x 20,000 (200 informative + 400 noise per sample)", flush=True)
+    X, y, _ = make_x1(n_samples=n, seed=0)
+    X = X.normalized()
+    results = {"samples": n, "train": n_train, "validation": n_train - n_fit}
+    print("accuracy (tuned per B on a validation split):", flush=True)
+    ours, chosen = run_ours(X, y, n_train, n_fit)
+    peers = run_sklearn(X, y, n_train) + run_river(X, y, n_train, 2000 if args.quick else 5000)
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        vw_rows, vw_timing = run_vw(X, y, n_train, workdir)
+        vw_timing["n_train"] = n_train
+        peers += vw_rows
+        print("throughput:", flush=True)
+        speed = throughput(X, y, n_train, chosen)
+        e2e, size_mb = end_to_end(X, y, min(n_train, 20_000), chosen, workdir, vw_timing)
+    print("scaling in d:", flush=True)
+    dims = [10**4, 10**6] if args.quick else [10**4, 10**6, 10**8]
+    scale = scaling(5_000 if args.quick else 20_000, dims)
+    accuracy_table = []
+    for variant in GRIDS:
+        row = {"method": variant}
+        for r in ours:
+            if r["method"] == variant:
+                row[f"B={r['B']}"] = r["test_acc"]
+        accuracy_table.append(row)
+    results.update(ours=ours, peers=peers, throughput=speed, end_to_end=e2e,
+                   libsvm_file_mb=size_mb, scaling=scale, libsol_reference=LIBSOL)
+    path = write_json("online", results)
+    print(table(accuracy_table, ["method"] + [f"B={b}" for b in BUDGETS] + ["B=all"],
+                "Test accuracy on X1 (one pass, tuned per B)"))
+    print(table(peers, ["method", "test_acc", "nonzeros", "examples_per_s"], "Peers"))
+    print(table(speed, ["method", "examples_per_s", "nonzeros_per_s", "vs_sklearn"],
+                "Training throughput, in-memory CSR"))
+    print(table(e2e, ["method", "examples_per_s", "seconds", "MB_per_s"],
+                f"End to end from a libsvm file ({size_mb:.0f} MB)"))
+    print(table(scale, ["d"] + [f"{a}_{k}" for a in ("sofs", "fofs", "pet")
+                                for k in ("us_per_example", "vs_smallest_d")],
+                "Time per example vs dimension (m = 600, B = 200)"))
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
