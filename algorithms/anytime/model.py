@@ -1,0 +1,305 @@
+"""AnytimeLinearModel: the trained anytime artifact (seed 000).
+
+Fitting sequences the groups (any method of :data:`METHODS`) from sufficient statistics and
+stores, per prefix ``G_j``: cumulative cost, raw-scale weights ``w(G_j)`` and intercept, the
+objective ``F(G_j) = ½ b_Sᵀ C_S⁻¹ b_S`` and the explained variance on training (and validation)
+data. At serving time ``predict(X, budget=B)`` uses the longest prefix of cost <= B;
+``predict(X, groups=S)`` the best ridge predictor for exactly the set ``S`` (an O(|S|³) solve
+from the stored standardized ``C``, ``b``, cached per set, then O(nnz) per row);
+``next_group(S)`` the method's greedy choice given ``S``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from algorithms.anytime import _kernels as kernels
+from algorithms.anytime.criteria import next_group_scores
+from algorithms.anytime.doubling import doubling_eligible, doubling_sequence
+from algorithms.anytime.greedy import (
+    CRITERIA,
+    normalize_groups,
+    pick_group,
+    sequence_groups,
+    sequence_in_order,
+)
+from algorithms.anytime.statistics import SufficientStatistics, _as_matrix
+from algorithms.metrics.anytime import explained_variance_from_statistics
+from algorithms.serialization import dumps_state, loads_state
+
+METHODS = ("cs-g-omp", "cs-g-fr", "doubling", "no-whiten", "single", "group-lasso")
+_KIND = "anytime-linear-model"
+
+
+class AnytimeLinearModel:
+    """Anytime linear predictor over costed feature groups.
+
+    Parameters
+    ----------
+    groups : sequence of int sequences
+        Disjoint feature groups (features outside every group are never used).
+    costs : sequence of float
+        Cost ``c(g) >= 0`` of each group.
+    method : str
+        One of ``cs-g-omp`` (default), ``cs-g-fr``, ``doubling``, ``no-whiten``, ``single``,
+        ``group-lasso`` (needs celer).
+    alpha : float
+        Ridge ``λ`` in ``C = XᵀX/n + λI`` (standardized features); > 0 keeps duplicates finite.
+    budget : float, optional
+        Cost cap of the sequence; ``max_groups`` caps its length.
+    cache_size : int
+        Number of subset solutions kept by ``predict(groups=...)`` and ``next_group``.
+    """
+
+    def __init__(self, *, groups: Sequence[Sequence[int]], costs: Sequence[float],
+                 method: str = "cs-g-omp", alpha: float = 1e-6, budget: float | None = None,
+                 max_groups: int | None = None, cache_size: int = 1024) -> None:
+        self.groups = groups
+        self.costs = costs
+        self.method = method
+        self.alpha = alpha
+        self.budget = budget
+        self.max_groups = max_groups
+        self.cache_size = cache_size
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y, *, X_val=None, y_val=None) -> AnytimeLinearModel:
+        """Fit from data (dense, scipy sparse or CSRBatch); O(nnz·D) + sequencing."""
+        X = _as_matrix(X)
+        stats = SufficientStatistics.from_data(X, y)
+        validation = None
+        if (X_val is None) != (y_val is None):
+            raise ValueError("pass both X_val and y_val, or neither")
+        if X_val is not None:
+            validation = SufficientStatistics.from_data(X_val, y_val, X.shape[1])
+        return self.fit_statistics(stats, validation=validation)
+
+    def fit_statistics(self, stats: SufficientStatistics, *,
+                       validation: SufficientStatistics | None = None) -> AnytimeLinearModel:
+        """Fit from statistics alone (never re-reads data). Sequencing as documented per method,
+        then all prefix weights by one triangular solve, O(k²·J)."""
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; expected one of {METHODS}")
+        if stats.n < 1:
+            raise ValueError("statistics are empty")
+        D = stats.n_features
+        groups, costs = normalize_groups(self.groups, self.costs, D)
+        C, b = stats.standardized(float(self.alpha))
+        options = {"budget": self.budget, "max_groups": self.max_groups}
+        if self.method == "doubling":
+            result = doubling_sequence(C, b, groups, costs, **options)
+        elif self.method == "group-lasso":
+            from algorithms.anytime.group_lasso import group_lasso_order
+
+            order = group_lasso_order(C, b, groups, costs)
+            order = _cap_order(order, costs, self.budget, self.max_groups)
+            result = sequence_in_order(C, b, groups, costs, order)
+        else:
+            result = sequence_groups(C, b, groups, costs, self.method, **options)
+        sx, sy = stats.scales()
+        W = result.prefix_coefficients(D)
+        self.n_features_in_ = D
+        self.groups_ = groups
+        self.costs_ = costs
+        self.x_mean_, self.x_scale_ = stats.mean_x.copy(), sx
+        self.y_mean_, self.y_scale_ = float(stats.mean_y), float(sy)
+        self.gram_, self.correlation_ = C, b
+        self.sequence_ = result.order
+        self.cumulative_cost_ = result.cumulative_cost
+        self.objective_path_ = result.objective
+        self.coef_path_ = W * (sy / sx)
+        self.intercept_path_ = self.y_mean_ - self.coef_path_ @ self.x_mean_
+        self.train_explained_variance_ = self._standardized_ev(W)
+        self.validation_explained_variance_ = None
+        if validation is not None:
+            self.validation_explained_variance_ = explained_variance_from_statistics(
+                validation, self.coef_path_, self.intercept_path_)
+        self._reset_caches()
+        return self
+
+    def _standardized_ev(self, W: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        """Training EV ``2wᵀb − wᵀC₀w`` (``C₀ = C − λI``) of standardized weights ``W`` (P, D),
+        or of their entries ``idx`` only (the rest being zero). O(P·|idx|²)."""
+        C, b = self.gram_, self.correlation_
+        if idx is not None:
+            W, C, b = W[:, idx], C[np.ix_(idx, idx)], b[idx]
+        quad = np.einsum("pi,pi->p", W @ C, W) - float(self.alpha) * np.einsum("pi,pi->p", W, W)
+        return 2.0 * W @ b - quad
+
+    def _reset_caches(self) -> None:
+        self._subset_cache: OrderedDict = OrderedDict()
+        self._next_cache: OrderedDict = OrderedDict()
+        self._kind = CRITERIA.get(self.method, CRITERIA["cs-g-fr"])
+
+    # ------------------------------------------------------------------ serving
+    def prefix_length(self, budget: float) -> int:
+        """Length of the longest prefix of cost <= ``budget``. O(log J)."""
+        slack = 1e-12 * max(abs(float(budget)), 1.0)
+        return int(np.searchsorted(self.cumulative_cost_, float(budget) + slack, "right") - 1)
+
+    def coef_for_groups(self, groups: Iterable[int]) -> tuple[np.ndarray, float]:
+        """Raw-scale ``(coef (D,), intercept)`` of ``w(S) = C_S⁻¹ b_S``; cached, O(|S|³) on miss."""
+        return self._subset(groups)[:2]
+
+    def explained_variance(self, groups: Iterable[int]) -> float:
+        """Training explained variance of the best predictor on exactly ``groups``."""
+        return self._subset(groups)[2]
+
+    def _subset(self, groups: Iterable[int]) -> tuple[np.ndarray, float, float]:
+        key = frozenset(int(g) for g in groups)
+        hit = self._subset_cache.get(key)
+        if hit is not None:
+            self._subset_cache.move_to_end(key)
+            return hit
+        if any(g < 0 or g >= len(self.groups_) for g in key):
+            raise ValueError(f"group ids must be in [0, {len(self.groups_)})")
+        w = np.zeros(self.n_features_in_)
+        idx = np.concatenate([self.groups_[g] for g in sorted(key)]) if key else np.zeros(0, int)
+        if key:
+            w[idx] = _ridge_solve(self.gram_[np.ix_(idx, idx)], self.correlation_[idx])
+        coef = w * (self.y_scale_ / self.x_scale_)
+        entry = (coef, float(self.y_mean_ - coef[idx] @ self.x_mean_[idx]),
+                 float(self._standardized_ev(w[None, :], idx)[0]))
+        self._subset_cache[key] = entry
+        if len(self._subset_cache) > self.cache_size:
+            self._subset_cache.popitem(last=False)
+        return entry
+
+    def predict(self, X, *, budget: float | None = None,
+                groups: Iterable[int] | None = None) -> np.ndarray:
+        """Predictions (n,) with the prefix within ``budget``, or exactly the set ``groups``
+        (default: every sequenced group). O(nnz(X)) once the set's solve is cached."""
+        if budget is not None and groups is not None:
+            raise ValueError("pass either budget or groups, not both")
+        if groups is not None:
+            coef, intercept = self.coef_for_groups(groups)
+        else:
+            j = len(self.sequence_) if budget is None else self.prefix_length(budget)
+            coef, intercept = self.coef_path_[max(j, 0)], self.intercept_path_[max(j, 0)]
+        return self._matrix(X) @ coef + intercept
+
+    def predict_path(self, X) -> np.ndarray:
+        """Predictions of every prefix, (J_s + 1, n). O(J_s·nnz(X))."""
+        return (self._matrix(X) @ self.coef_path_.T).T + self.intercept_path_[:, None]
+
+    def _matrix(self, X):
+        if not sp.issparse(X) and isinstance(X, np.ndarray) and X.dtype == np.float64:
+            X = X[None, :] if X.ndim == 1 else X
+        else:
+            X = _as_matrix(X)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X must have {self.n_features_in_} columns, got shape {X.shape}")
+        return X
+
+    def next_group(self, groups: Iterable[int] = (), *, budget: float | None = None
+                   ) -> int | None:
+        """The group to compute next given the computed set ``groups`` (None if none is left).
+
+        Greedy methods score every remaining group given exactly ``S`` (O(|S|²·m + Σ d_g³),
+        cached); ``group-lasso`` returns the first group of its path not in ``S``. ``budget``
+        restricts the choice to groups with ``c(S) + c(g) <= budget``.
+        """
+        key = (frozenset(int(g) for g in groups), None if budget is None else float(budget))
+        if key in self._next_cache:
+            return self._next_cache[key]
+        S = key[0]
+        J = len(self.groups_)
+        spent = float(sum(self.costs_[g] for g in S))
+        remaining = np.ones(J, dtype=bool)
+        remaining[list(S)] = False
+        if budget is not None:
+            remaining &= self.costs_ <= budget - spent + 1e-12 * max(abs(budget), 1.0)
+        if self.method == "group-lasso":
+            choice = next((int(g) for g in self.sequence_ if remaining[g]), None)
+        else:
+            if self.method == "doubling":
+                remaining = doubling_eligible(self.costs_, remaining, spent)
+            scores = next_group_scores(self.gram_, self.correlation_, self.groups_, sorted(S),
+                                       self._kind, remaining)
+            g = pick_group(scores, self.costs_, remaining)
+            choice = None if g < 0 else g
+        self._next_cache[key] = choice
+        if len(self._next_cache) > self.cache_size:
+            self._next_cache.popitem(last=False)
+        return choice
+
+    # ------------------------------------------------------------------ state
+    _ARRAYS = ("costs_", "x_mean_", "x_scale_", "correlation_", "sequence_",
+               "cumulative_cost_", "objective_path_", "coef_path_", "intercept_path_",
+               "train_explained_variance_")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Parameters and fitted arrays as a flat dict for :func:`dumps_state` (the symmetric
+        ``C`` as its upper triangle)."""
+        state: dict[str, Any] = {
+            "kind": _KIND, "method": self.method, "alpha": float(self.alpha),
+            "budget": None if self.budget is None else float(self.budget),
+            "max_groups": None if self.max_groups is None else int(self.max_groups),
+            "cache_size": int(self.cache_size), "n_features_in": int(self.n_features_in_),
+            "y_mean": self.y_mean_, "y_scale": self.y_scale_,
+            "group_features": np.concatenate(self.groups_),
+            "group_sizes": np.array([len(g) for g in self.groups_], dtype=np.int64),
+            "gram_upper": self.gram_[np.triu_indices(self.n_features_in_)]}
+        for name in self._ARRAYS:
+            state[name.rstrip("_")] = getattr(self, name)
+        if self.validation_explained_variance_ is not None:
+            state["validation_explained_variance"] = self.validation_explained_variance_
+        return state
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> AnytimeLinearModel:
+        if state.get("kind") != _KIND:
+            raise ValueError("not an anytime-linear-model state")
+        sizes = np.asarray(state["group_sizes"], dtype=np.int64)
+        groups = np.split(np.asarray(state["group_features"], dtype=np.int64),
+                          np.cumsum(sizes)[:-1])
+        costs = np.asarray(state["costs"], dtype=np.float64)
+        model = cls(groups=groups, costs=costs, method=state["method"], alpha=state["alpha"],
+                    budget=state["budget"], max_groups=state["max_groups"],
+                    cache_size=state["cache_size"])
+        model.n_features_in_ = int(state["n_features_in"])
+        model.groups_ = list(groups)
+        model.y_mean_, model.y_scale_ = float(state["y_mean"]), float(state["y_scale"])
+        for name in cls._ARRAYS:
+            setattr(model, name, np.asarray(state[name.rstrip("_")]))
+        D = model.n_features_in_
+        gram = np.zeros((D, D))
+        gram[np.triu_indices(D)] = np.asarray(state["gram_upper"], dtype=np.float64)
+        model.gram_ = gram + np.triu(gram, 1).T
+        model.validation_explained_variance_ = state.get("validation_explained_variance")
+        model._reset_caches()
+        return model
+
+    def to_bytes(self) -> bytes:
+        """Compact, pickle-free archive (see ``algorithms.serialization``)."""
+        return dumps_state(self.state_dict())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> AnytimeLinearModel:
+        return cls.from_state_dict(loads_state(data))
+
+
+def _ridge_solve(A: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``A⁻¹ v`` by Cholesky, falling back to a pseudo-inverse for singular ``A``. O(k³)."""
+    try:
+        L = np.linalg.cholesky(A)
+        if np.min(np.diag(L)) > 1e-7 * np.sqrt(np.max(np.diag(A))):
+            a = kernels.solve_lower(L, v[:, None])
+            return kernels.solve_lower_transposed(L, a)[:, 0]
+    except np.linalg.LinAlgError:
+        pass
+    return np.linalg.lstsq(A, v, rcond=1e-9)[0]
+
+
+def _cap_order(order: np.ndarray, costs: np.ndarray, budget: float | None,
+               max_groups: int | None) -> np.ndarray:
+    """Prefix of ``order`` within the budget / length caps."""
+    if budget is not None:
+        within = np.cumsum(costs[order]) <= budget + 1e-12 * max(abs(budget), 1.0)
+        order = order[:int(np.argmin(within)) if not within.all() else len(order)]
+    return order if max_groups is None else order[:int(max_groups)]
