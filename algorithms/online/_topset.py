@@ -226,7 +226,7 @@ def _offer(slot_ints, slot_floats, map_keys, map_slots, meta, feature, key, valu
     return root_feature, evicted_value, True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _score_rows(indptr, indices, values, map_keys, map_slots, meta, slot_floats, scale, out):
     """out[i] = scale * sum_k value_k * w[index_k] over row i, w stored in the slots."""
     absent = slot_floats.shape[1] - 1

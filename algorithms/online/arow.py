@@ -14,7 +14,7 @@ from algorithms.online.base import OnlineLearner, check_positive
 from algorithms.online.ogd import _dense_scores
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _arow_fit(indptr, indices, values, labels, r, mean, sigma, scores):
     updates = 0
     for row in range(len(indptr) - 1):

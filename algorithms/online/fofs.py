@@ -61,7 +61,7 @@ def _exact_squared_norm(slot_floats, meta):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
               map_keys, map_slots, meta, norm_state, scores):
     longest = 0

@@ -12,7 +12,7 @@ from numba import njit
 from algorithms.online.base import OnlineLearner, check_positive
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dense_scores(indptr, indices, values, weights, scores):
     """scores[i] = w . x_i for dense w. O(nnz)."""
     for row in range(len(indptr) - 1):
@@ -22,7 +22,7 @@ def _dense_scores(indptr, indices, values, weights, scores):
         scores[row] = total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _ogd_fit(indptr, indices, values, labels, eta, power_t, seen, weights, scores):
     updates = 0
     for row in range(len(indptr) - 1):

@@ -16,7 +16,7 @@ from algorithms.online.base import check_positive
 from algorithms.online.selecting import SelectingLearner
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pet_fit(indptr, indices, values, labels, eta, hinge, slot_ints, slot_floats,
              map_keys, map_slots, meta, scores):
     longest = 0

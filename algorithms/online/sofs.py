@@ -43,7 +43,7 @@ def _refresh_keys(slot_ints, slot_floats, meta, signed_sigma):
         slot_floats[ROW_KEY, slot] = signed_sigma[slot_ints[ROW_FEATURE, slot]]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sofs_fit(indptr, indices, values, labels, r, mean, signed_sigma, slot_ints, slot_floats,
               map_keys, map_slots, meta, scores):
     longest = 0

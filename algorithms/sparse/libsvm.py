@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
@@ -34,6 +37,7 @@ _MESSAGES = {
 }
 _POW10 = np.array([10.0 ** k for k in range(23)])
 _SPACE, _TAB, _CR, _NL, _HASH, _COLON = 32, 9, 13, 10, 35, 58
+PARALLEL_MIN_BYTES = 16 << 20   # inputs at least this large are parsed by several threads
 
 
 class LibsvmFormatError(ValueError):
@@ -50,44 +54,36 @@ def _is_space(c):
     return c == _SPACE or c == _TAB or c == _CR  # noqa: SIM109 (numba-friendly)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always", error_model="numpy")
 def _parse_number(buf, pos, end, pow10):
     """Parse a decimal float at ``pos``. Returns (value, next position, status):
-    status 0 exact, 1 invalid, 2 valid but outside the exact fast path."""
+    status 0 exact, 1 invalid, 2 valid but outside the exact fast path (mantissa >= 2^53,
+    more than 18 digits, or |decimal exponent| > 22)."""
     negative = False
     if pos < end and (buf[pos] == 45 or buf[pos] == 43):  # '-' '+'
         negative = buf[pos] == 45
         pos += 1
     mantissa = np.int64(0)
-    digits = 0        # significant digits kept in the mantissa
-    exponent = 0      # decimal exponent adjustment
-    seen_digit = False
-    hard = False
-    while pos < end and 48 <= buf[pos] <= 57:
-        seen_digit = True
-        if mantissa != 0 or buf[pos] != 48:
-            if digits < 18:
-                mantissa = mantissa * 10 + (buf[pos] - 48)
-                digits += 1
-            else:
-                exponent += 1
-                hard = True
+    digits = 0
+    while pos < end:
+        digit = np.uint64(buf[pos]) - np.uint64(48)
+        if digit > 9:
+            break
+        mantissa = mantissa * 10 + np.int64(digit)
+        digits += 1
         pos += 1
+    exponent = 0
     if pos < end and buf[pos] == 46:  # '.'
         pos += 1
-        while pos < end and 48 <= buf[pos] <= 57:
-            seen_digit = True
-            if mantissa != 0 or buf[pos] != 48:
-                if digits < 18:
-                    mantissa = mantissa * 10 + (buf[pos] - 48)
-                    digits += 1
-                    exponent -= 1
-                else:
-                    hard = True
-            else:
-                exponent -= 1
+        while pos < end:
+            digit = np.uint64(buf[pos]) - np.uint64(48)
+            if digit > 9:
+                break
+            mantissa = mantissa * 10 + np.int64(digit)
+            digits += 1
+            exponent -= 1
             pos += 1
-    if not seen_digit:
+    if digits == 0:
         return 0.0, pos, 1
     if pos < end and (buf[pos] == 101 or buf[pos] == 69):  # 'e' 'E'
         pos += 1
@@ -103,9 +99,11 @@ def _parse_number(buf, pos, end, pow10):
                 written = written * 10 + (buf[pos] - 48)
             pos += 1
         exponent += -written if exp_negative else written
+    if digits > 18 or mantissa > 9007199254740992:
+        return 0.0, pos, 2
     if mantissa == 0:
         value = 0.0
-    elif hard or digits > 15 or exponent > 22 or exponent < -22:
+    elif exponent > 22 or exponent < -22:
         return 0.0, pos, 2
     elif exponent >= 0:
         value = mantissa * pow10[exponent]
@@ -114,10 +112,28 @@ def _parse_number(buf, pos, end, pow10):
     return (-value if negative else value), pos, 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
+def _count_bytes(buf):
+    """(number of newlines, number of colons): bounds for rows and non-zeros. O(size)."""
+    lines = 0
+    colons = 0
+    for c in buf:
+        lines += c == _NL
+        colons += c == _COLON
+    return lines, colons
+
+
+@njit(cache=True, inline="always")
+def _skip_to_line_end(buf, pos, n):
+    while pos < n and buf[pos] != _NL:
+        pos += 1
+    return pos
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _parse(buf, max_rows, max_nnz, one_based, pow10):
-    """Parse all lines (rows unsorted). Returns arrays, (error code, line, column), the
-    spans of tokens outside the exact fast path, and the smallest index seen."""
+    """Parse all lines in one pass (rows unsorted). Returns arrays, (error code, line,
+    column), the spans of tokens outside the exact fast path, and the smallest index."""
     n = len(buf)
     labels = np.empty(max_rows, dtype=np.float64)
     indptr = np.zeros(max_rows + 1, dtype=np.int64)
@@ -130,27 +146,24 @@ def _parse(buf, max_rows, max_nnz, one_based, pow10):
     nnz = 0
     line = 0
     pos = 0
+    code = _OK
+    column = 0
     min_index = np.int64(MAX_FEATURES)
     while pos < n:
         line += 1
         line_start = pos
-        end = pos
-        while end < n and buf[end] != _NL:
-            end += 1
-        stop = end          # content stops at a comment
-        for k in range(pos, end):
-            if buf[k] == _HASH:
-                stop = k
-                break
-        while pos < stop and _is_space(buf[pos]):
+        while pos < n and _is_space(buf[pos]):
             pos += 1
-        if pos == stop:     # blank or comment line
-            pos = end + 1
+        if pos >= n:
+            break
+        if buf[pos] == _NL or buf[pos] == _HASH:    # blank or comment line
+            pos = _skip_to_line_end(buf, pos, n) + 1
             continue
-        value, nxt, status = _parse_number(buf, pos, stop, pow10)
-        if status == 1 or (nxt < stop and not _is_space(buf[nxt])):
-            return (labels, indptr, indices, values, rows, nnz, _BAD_LABEL, line,
-                    pos - line_start + 1, hard_slots, hard_spans, n_hard, min_index)
+        value, nxt, status = _parse_number(buf, pos, n, pow10)
+        if status == 1 or (nxt < n and not (_is_space(buf[nxt]) or buf[nxt] == _NL
+                                            or buf[nxt] == _HASH)):
+            code, column = _BAD_LABEL, pos - line_start + 1
+            break
         if status == 2:
             hard_slots[n_hard] = -1 - rows
             hard_spans[n_hard, 0] = pos
@@ -159,44 +172,49 @@ def _parse(buf, max_rows, max_nnz, one_based, pow10):
         labels[rows] = value
         pos = nxt
         while True:
-            while pos < stop and _is_space(buf[pos]):
+            while pos < n and _is_space(buf[pos]):
                 pos += 1
-            if pos >= stop:
+            if pos >= n or buf[pos] == _NL:
+                break
+            if buf[pos] == _HASH:
+                pos = _skip_to_line_end(buf, pos, n)
                 break
             token = pos
-            if stop - pos > 4 and buf[pos] == 113 and buf[pos + 1] == 105 and \
+            if n - pos > 4 and buf[pos] == 113 and buf[pos + 1] == 105 and \
                     buf[pos + 2] == 100 and buf[pos + 3] == _COLON:   # 'qid:' is skipped
                 pos += 4
-                while pos < stop and not _is_space(buf[pos]):
+                while pos < n and not (_is_space(buf[pos]) or buf[pos] == _NL):
                     pos += 1
                 continue
             index = np.int64(0)
-            while pos < stop and 48 <= buf[pos] <= 57:
+            while pos < n:
+                digit = np.uint64(buf[pos]) - np.uint64(48)
+                if digit > 9:
+                    break
                 if index <= MAX_FEATURES:
-                    index = index * 10 + (buf[pos] - 48)
+                    index = index * 10 + np.int64(digit)
                 pos += 1
             if pos == token:
-                return (labels, indptr, indices, values, rows, nnz, _BAD_INDEX, line,
-                        token - line_start + 1, hard_slots, hard_spans, n_hard, min_index)
-            if pos >= stop or buf[pos] != _COLON:
-                return (labels, indptr, indices, values, rows, nnz, _NO_COLON, line,
-                        token - line_start + 1, hard_slots, hard_spans, n_hard, min_index)
+                code, column = _BAD_INDEX, token - line_start + 1
+                break
+            if pos >= n or buf[pos] != _COLON:
+                code, column = _NO_COLON, token - line_start + 1
+                break
             if one_based:
                 if index == 0:
-                    return (labels, indptr, indices, values, rows, nnz, _ZERO_INDEX, line,
-                            token - line_start + 1, hard_slots, hard_spans, n_hard,
-                            min_index)
+                    code, column = _ZERO_INDEX, token - line_start + 1
+                    break
                 index -= 1
             if index >= MAX_FEATURES:
-                return (labels, indptr, indices, values, rows, nnz, _INDEX_TOO_LARGE, line,
-                        token - line_start + 1, hard_slots, hard_spans, n_hard, min_index)
+                code, column = _INDEX_TOO_LARGE, token - line_start + 1
+                break
             pos += 1
             value_start = pos
-            value, nxt, status = _parse_number(buf, pos, stop, pow10)
-            if status == 1 or (nxt < stop and not _is_space(buf[nxt])):
-                return (labels, indptr, indices, values, rows, nnz, _BAD_VALUE, line,
-                        value_start - line_start + 1, hard_slots, hard_spans, n_hard,
-                        min_index)
+            value, nxt, status = _parse_number(buf, pos, n, pow10)
+            if status == 1 or (nxt < n and not (_is_space(buf[nxt]) or buf[nxt] == _NL
+                                                or buf[nxt] == _HASH)):
+                code, column = _BAD_VALUE, value_start - line_start + 1
+                break
             if status == 2:
                 hard_slots[n_hard] = nnz
                 hard_spans[n_hard, 0] = value_start
@@ -207,14 +225,16 @@ def _parse(buf, max_rows, max_nnz, one_based, pow10):
             values[nnz] = value
             min_index = min(min_index, index)
             nnz += 1
+        if code != _OK:
+            break
         rows += 1
         indptr[rows] = nnz
-        pos = end + 1
-    return (labels, indptr, indices, values, rows, nnz, _OK, line, 0, hard_slots,
+        pos += 1     # past the newline
+    return (labels, indptr, indices, values, rows, nnz, code, line, column, hard_slots,
             hard_spans, n_hard, min_index)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sort_rows(indptr, indices, values):
     """Sort each row by index (insertion sort: rows are usually sorted already).
     Returns the first row holding a duplicate index, or -1. O(nnz) on sorted rows."""
@@ -232,54 +252,124 @@ def _sort_rows(indptr, indices, values):
     return -1
 
 
-def parse_libsvm(data: bytes | bytearray | memoryview | np.ndarray, n_features: int | None = None,
-                 zero_based: bool | str = False, source: str = ""):
-    """Parse libsvm text. Returns ``(CSRBatch, labels float64)``.
+@dataclass
+class _Chunk:
+    """One parsed chunk: 0-based-or-raw indices as int64, before the n_features check."""
 
-    ``n_features`` defaults to the largest index + 1; an index >= ``n_features`` is an
-    error naming its line. Raises :class:`LibsvmFormatError` on a malformed line.
-    """
-    buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
-    if zero_based not in (True, False, "auto"):
-        raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
-    max_rows = int(np.count_nonzero(buf == _NL)) + 1
-    max_nnz = int(np.count_nonzero(buf == _COLON))
+    buf: np.ndarray
+    first_line: int
+    labels: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    min_index: int
+
+
+def _parse_chunk(buf: np.ndarray, one_based: bool, first_line: int, source: str) -> _Chunk:
+    """Parse complete lines; line numbers in errors start at ``first_line``."""
+    newlines, colons = _count_bytes(buf)
     (labels, indptr, indices, values, rows, nnz, code, line, column, hard_slots,
-     hard_spans, n_hard, min_index) = _parse(buf, max_rows, max_nnz, zero_based is False,
+     hard_spans, n_hard, min_index) = _parse(buf, int(newlines) + 1, int(colons), one_based,
                                              _POW10)
     if code != _OK:
-        raise LibsvmFormatError(line, column, _MESSAGES[code], source)
+        raise LibsvmFormatError(line + first_line - 1, column, _MESSAGES[code], source)
     labels, indptr = labels[:rows], indptr[:rows + 1]
     indices, values = indices[:nnz], values[:nnz]
     if n_hard:
         spans = hard_spans[:n_hard]
-        text = np.array([bytes(buf[a:b]) for a, b in spans])
-        parsed = text.astype(np.float64)
+        parsed = np.array([bytes(buf[a:b]) for a, b in spans]).astype(np.float64)
         slots = hard_slots[:n_hard]
         values[slots[slots >= 0]] = parsed[slots >= 0]
         labels[-1 - slots[slots < 0]] = parsed[slots < 0]
+    chunk = _Chunk(buf, first_line, labels, indptr, indices, values, int(min_index))
     duplicate_row = _sort_rows(indptr, indices, values)
     if duplicate_row >= 0:
-        raise LibsvmFormatError(_line_of_row(buf, duplicate_row), 1, _MESSAGES[_DUPLICATE],
-                                source)
-    if zero_based == "auto" and nnz and min_index > 0:
-        indices -= 1          # no index 0 seen: the file is 1-based
+        _fail(chunk, duplicate_row, _MESSAGES[_DUPLICATE], source)
     if not np.all(np.isfinite(values)):
-        bad_row = int(np.searchsorted(indptr, int(np.argmin(np.isfinite(values))), "right")) - 1
-        raise LibsvmFormatError(_line_of_row(buf, bad_row), 1, _MESSAGES[_NON_FINITE], source)
+        _fail(chunk, _row_of_entry(indptr, int(np.argmin(np.isfinite(values)))),
+              _MESSAGES[_NON_FINITE], source)
     if not np.all(np.isfinite(labels)):
-        bad_row = int(np.argmin(np.isfinite(labels)))
-        raise LibsvmFormatError(_line_of_row(buf, bad_row), 1, "the label is not finite", source)
+        _fail(chunk, int(np.argmin(np.isfinite(labels))), "the label is not finite", source)
+    return chunk
+
+
+def _row_of_entry(indptr: np.ndarray, entry: int) -> int:
+    return int(np.searchsorted(indptr, entry, side="right")) - 1
+
+
+def _fail(chunk: _Chunk, row: int, message: str, source: str):
+    raise LibsvmFormatError(_line_of_row(chunk.buf, row) + chunk.first_line - 1, 1, message,
+                            source)
+
+
+def _split_lines(buf: np.ndarray, parts: int) -> list[tuple[int, int]]:
+    """Split ``buf`` into up to ``parts`` byte ranges that end at newlines."""
+    bounds = [0]
+    for k in range(1, parts):
+        cut = max(int(len(buf) * k / parts), bounds[-1])
+        newline = np.flatnonzero(buf[cut:cut + (1 << 20)] == _NL)
+        while not len(newline) and cut < len(buf):
+            cut += 1 << 20
+            newline = np.flatnonzero(buf[cut:cut + (1 << 20)] == _NL)
+        if not len(newline):
+            break
+        bounds.append(cut + int(newline[0]) + 1)
+    bounds.append(len(buf))
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def _finish(chunks: list[_Chunk], n_features: int | None, zero_based, source: str):
+    """Join chunks, apply ``zero_based="auto"`` and check ``n_features``."""
+    offsets = np.cumsum([0] + [len(c.indices) for c in chunks])
+    indptr = np.concatenate([[0]] + [c.indptr[1:] + o for c, o in zip(chunks, offsets,
+                                                                        strict=False)])
+    indices = np.concatenate([c.indices for c in chunks]) if chunks else np.zeros(0, np.int64)
+    values = np.concatenate([c.values for c in chunks]) if chunks else np.zeros(0)
+    labels = np.concatenate([c.labels for c in chunks]) if chunks else np.zeros(0)
+    nnz = len(indices)
+    if zero_based == "auto" and nnz and min(c.min_index for c in chunks) > 0:
+        indices -= 1          # no index 0 seen: the file is 1-based
     width = int(indices.max()) + 1 if nnz else 1
     if n_features is None:
         n_features = width
     elif width > n_features:
-        bad_row = int(np.searchsorted(indptr, int(np.argmax(indices)), "right")) - 1
-        raise LibsvmFormatError(_line_of_row(buf, bad_row), 1,
-                                f"feature index {width - 1 + (zero_based is False)} is out of "
-                                f"range for {n_features} features", source)
-    batch = CSRBatch(indptr, indices.astype(np.int32), values, int(n_features))
-    return batch, labels
+        row = _row_of_entry(indptr, int(np.argmax(indices)))
+        for chunk in chunks:
+            if row < len(chunk.labels):
+                _fail(chunk, row, f"feature index {width - 1 + (zero_based is False)} is out "
+                      f"of range for {n_features} features", source)
+            row -= len(chunk.labels)
+    return CSRBatch(indptr.astype(np.int64), indices.astype(np.int32), values,
+                    int(n_features)), labels
+
+
+def parse_libsvm(data: bytes | bytearray | memoryview | np.ndarray, n_features: int | None = None,
+                 zero_based: bool | str = False, source: str = "", threads: int | None = None):
+    """Parse libsvm text. Returns ``(CSRBatch, labels float64)``.
+
+    ``n_features`` defaults to the largest index + 1; an index >= ``n_features`` is an
+    error naming its line. Raises :class:`LibsvmFormatError` on a malformed line. Inputs
+    over 16 MB are parsed by ``threads`` threads (default: the CPU count) in parallel.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    if zero_based not in (True, False, "auto"):
+        raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
+    parts = 1 if len(buf) < PARALLEL_MIN_BYTES else max(1, threads or os.cpu_count() or 1)
+    ranges = _split_lines(buf, parts)
+    first_lines = [1]
+    for a, b in ranges[:-1]:
+        first_lines.append(first_lines[-1] + int(_count_bytes(buf[a:b])[0]))
+
+    def work(k):
+        a, b = ranges[k]
+        return _parse_chunk(buf[a:b], zero_based is False, first_lines[k], source)
+
+    if len(ranges) > 1:
+        with ThreadPoolExecutor(len(ranges)) as pool:
+            chunks = list(pool.map(work, range(len(ranges))))
+    else:
+        chunks = [work(k) for k in range(len(ranges))]
+    return _finish(chunks, n_features, zero_based, source)
 
 
 def _line_of_row(buf: np.ndarray, row: int) -> int:
@@ -296,11 +386,59 @@ def _line_of_row(buf: np.ndarray, row: int) -> int:
 
 
 def load_libsvm(path: str | os.PathLike, n_features: int | None = None,
-                zero_based: bool | str = False):
+                zero_based: bool | str = False, threads: int | None = None):
     """Read a libsvm file (see :func:`parse_libsvm`)."""
     with open(path, "rb") as handle:
         data = handle.read()
-    return parse_libsvm(data, n_features, zero_based, source=os.fspath(path))
+    return parse_libsvm(data, n_features, zero_based, source=os.fspath(path), threads=threads)
+
+
+def iter_libsvm(path: str | os.PathLike, n_features: int, zero_based: bool = False,
+                chunk_bytes: int = 8 << 20) -> Iterator[tuple[CSRBatch, np.ndarray]]:
+    """Stream a libsvm file as ``(CSRBatch, labels)`` chunks of about ``chunk_bytes``.
+
+    The next chunk is read and parsed in a background thread (the parser releases the
+    GIL) while the caller works on the current one, as the SOFS paper's two-thread loader
+    does. Memory is O(chunk_bytes).
+    """
+    if zero_based not in (True, False):
+        raise ValueError("iter_libsvm needs zero_based=True or False")
+    source = os.fspath(path)
+
+    def chunks() -> Iterator[tuple[np.ndarray, int]]:
+        line = 1
+        rest = b""
+        with open(path, "rb") as handle:
+            while True:
+                block = handle.read(chunk_bytes)
+                if not block:
+                    break
+                block = rest + block
+                cut = block.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = block
+                    continue
+                rest = block[cut:]
+                buf = np.frombuffer(block[:cut], dtype=np.uint8)
+                yield buf, line
+                line += int(_count_bytes(buf)[0])
+        if rest:
+            yield np.frombuffer(rest, dtype=np.uint8), line
+
+    def parse(item):
+        buf, line = item
+        return _finish([_parse_chunk(buf, not zero_based, line, source)], n_features,
+                       zero_based, source)
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = None
+        for item in chunks():
+            future = pool.submit(parse, item)
+            if pending is not None:
+                yield pending.result()
+            pending = future
+        if pending is not None:
+            yield pending.result()
 
 
 def write_libsvm(target: str | os.PathLike | BinaryIO, batch: CSRBatch, labels,

@@ -7,8 +7,14 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
-from algorithms.sparse import CSRBatch, as_csr_batch
-from algorithms.sparse.libsvm import LibsvmFormatError, load_libsvm, parse_libsvm, write_libsvm
+from algorithms.sparse import CSRBatch, as_csr_batch, libsvm
+from algorithms.sparse.libsvm import (
+    LibsvmFormatError,
+    iter_libsvm,
+    load_libsvm,
+    parse_libsvm,
+    write_libsvm,
+)
 
 
 def random_batch(seed=0, n=50, d=30):
@@ -94,3 +100,38 @@ def test_empty_input_and_writer_to_stream():
     small = CSRBatch.from_arrays([0, 2, 2], [0, 3], [0.5, 2.0], 4)
     write_libsvm(out, small, [1, -1], zero_based=True, precision=3)
     assert out.getvalue() == b"1 0:0.5 3:2\n-1\n"
+
+
+def test_parallel_chunks_and_streaming_agree_with_one_pass(tmp_path, monkeypatch):
+    batch, y = random_batch(2, n=300, d=40)
+    path = tmp_path / "data.svm"
+    write_libsvm(path, batch, y)
+    whole, labels = load_libsvm(path, n_features=40, threads=1)
+    monkeypatch.setattr(libsvm, "PARALLEL_MIN_BYTES", 1)
+    for threads in (2, 3, 7):
+        parsed, parsed_labels = load_libsvm(path, n_features=40, threads=threads)
+        assert parsed.values.tobytes() == whole.values.tobytes()
+        np.testing.assert_array_equal(parsed.indptr, whole.indptr)
+        np.testing.assert_array_equal(parsed_labels, labels)
+    streamed = list(iter_libsvm(path, n_features=40, chunk_bytes=1000))
+    assert len(streamed) > 5
+    assert sum(b.n_rows for b, _ in streamed) == 300
+    np.testing.assert_array_equal(np.concatenate([b.values for b, _ in streamed]), whole.values)
+
+
+def test_line_numbers_are_global_across_chunks(tmp_path, monkeypatch):
+    lines = [b"1 1:1 2:2"] * 500 + [b"1 3:oops"] + [b"-1 1:1"] * 100
+    path = tmp_path / "bad.svm"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    monkeypatch.setattr(libsvm, "PARALLEL_MIN_BYTES", 1)
+    with pytest.raises(LibsvmFormatError, match="bad.svm:501:5") as error:
+        load_libsvm(path, threads=4)
+    assert error.value.line == 501
+    with pytest.raises(LibsvmFormatError) as error:
+        list(iter_libsvm(path, n_features=5, chunk_bytes=256))
+    assert error.value.line == 501
+    dup = [b"1 1:1"] * 300 + [b"1 2:1 2:1"]
+    path.write_bytes(b"\n".join(dup) + b"\n")
+    with pytest.raises(LibsvmFormatError, match="appears twice") as error:
+        load_libsvm(path, threads=3)
+    assert error.value.line == 301
