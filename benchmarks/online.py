@@ -170,7 +170,7 @@ def run_vw(X, y, n_train, workdir: Path):
         vowpalwabbit.Workspace(f"-t -i {model} -d {test_path} -p {predictions} "
                                "--quiet").finish()
         scores = np.loadtxt(predictions)
-        weights = re.findall(r"^\d+:(\S+)$", readable.read_text(), flags=re.MULTILINE)
+        weights = re.findall(r"^\d+:(\S+)", readable.read_text(), flags=re.MULTILINE)
         nonzeros = sum(float(w) != 0.0 for w in weights)
         rows.append({"method": label, "B": "all",
                      "test_acc": float((np.where(scores >= 0, 1, -1) == y[n_train:]).mean()),
