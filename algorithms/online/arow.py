@@ -13,9 +13,12 @@ from numba import njit
 from algorithms.online.base import OnlineLearner, check_positive
 from algorithms.online.ogd import _dense_scores
 
+MEAN, SIGMA = 0, 1
+
 
 @njit(cache=True, nogil=True)
-def _arow_fit(indptr, indices, values, labels, r, mean, sigma, scores):
+def _arow_fit(indptr, indices, values, labels, r, coefficients, scores):
+    """AROW over a batch; ``coefficients[j] = (mu_j, Sigma_j)`` (one cache line per feature)."""
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
@@ -24,8 +27,8 @@ def _arow_fit(indptr, indices, values, labels, r, mean, sigma, scores):
         for k in range(lo, hi):
             feature = indices[k]
             x = values[k]
-            score += mean[feature] * x
-            variance += sigma[feature] * x * x
+            score += coefficients[feature, MEAN] * x
+            variance += coefficients[feature, SIGMA] * x * x
         scores[row] = score
         label = labels[row]
         loss = 1.0 - label * score
@@ -37,9 +40,9 @@ def _arow_fit(indptr, indices, values, labels, r, mean, sigma, scores):
         for k in range(lo, hi):
             feature = indices[k]
             x = values[k]
-            old_sigma = sigma[feature]
-            mean[feature] += alpha * label * old_sigma * x
-            sigma[feature] = old_sigma - beta * old_sigma * old_sigma * x * x
+            old_sigma = coefficients[feature, SIGMA]
+            coefficients[feature, MEAN] += alpha * label * old_sigma * x
+            coefficients[feature, SIGMA] = old_sigma - beta * old_sigma * old_sigma * x * x
     return updates
 
 
@@ -53,22 +56,28 @@ class AROW(OnlineLearner):
     """
 
     name = "arow"
-    _state_arrays = ("mean",)
-    _sparse_arrays = {"sigma": 1.0}
+    _sparse_arrays = {"coefficients": (0.0, 1.0)}
 
     def __init__(self, *, n_features: int, budget: int | None = None, r: float = 1.0) -> None:
         super().__init__(n_features=n_features, budget=budget)
         self.r = check_positive("r", r)
-        self._mean = np.zeros(self.n_features, dtype=np.float64)
-        self._sigma = np.ones(self.n_features, dtype=np.float64)
+        self._coefficients = np.zeros((self.n_features, 2), dtype=np.float64)
+        self._coefficients[:, SIGMA] = 1.0
+
+    @property
+    def sigma_(self) -> np.ndarray:
+        """The diagonal covariance Sigma (float64, shape (d,))."""
+        return self._coefficients[:, SIGMA].copy()
 
     def _fit_rows(self, batch, labels, scores) -> int:
         return _arow_fit(batch.indptr, batch.indices, batch.values, labels, self.r,
-                         self._mean, self._sigma, scores)
+                         self._coefficients, scores)
 
     def _score_rows(self, batch, scores) -> None:
-        _dense_scores(batch.indptr, batch.indices, batch.values, self._mean, scores)
+        _dense_scores(batch.indptr, batch.indices, batch.values, self._coefficients[:, MEAN],
+                      scores)
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
-        index = np.flatnonzero(self._mean).astype(np.int64)
-        return index, self._mean[index]
+        mean = self._coefficients[:, MEAN]
+        index = np.flatnonzero(mean).astype(np.int64)
+        return index, mean[index]

@@ -30,8 +30,9 @@ class OnlineLearner:
     selects: ClassVar[bool] = False
     _state_arrays: ClassVar[tuple[str, ...]] = ()
     _state_scalars: ClassVar[tuple[str, ...]] = ()
-    # Dense per-feature arrays saved sparsely: name -> fill value of untouched features.
-    _sparse_arrays: ClassVar[dict[str, float]] = {}
+    # Per-feature arrays of shape (d, k) saved sparsely: name -> the k values of an
+    # untouched feature (a row equal to them is not saved).
+    _sparse_arrays: ClassVar[dict[str, tuple[float, ...]]] = {}
 
     def __init__(self, *, n_features: int, budget: int | None = None) -> None:
         self.n_features = int(n_features)
@@ -97,7 +98,7 @@ class OnlineLearner:
             state[key] = getattr(self, "_" + key).copy()
         for key, fill in self._sparse_arrays.items():
             dense = getattr(self, "_" + key)
-            touched = np.flatnonzero(dense != fill)
+            touched = np.flatnonzero(np.any(dense != np.asarray(fill), axis=1))
             state[key + "_index"] = touched.astype(np.int64)
             state[key + "_value"] = dense[touched]
         return state
@@ -123,7 +124,7 @@ class OnlineLearner:
             dense = getattr(learner, "_" + key)
             index = np.asarray(state[key + "_index"], dtype=np.int64)
             value = np.asarray(state[key + "_value"], dtype=np.float64)
-            if index.shape != value.shape or index.ndim != 1 or (
+            if index.ndim != 1 or value.shape != (len(index),) + dense.shape[1:] or (
                     len(index) and (index.min() < 0 or index.max() >= len(dense))):
                 raise ValueError(f"state arrays {key}_index / {key}_value are inconsistent")
             dense[index] = value

@@ -8,8 +8,9 @@ Variances only shrink, so the kept set is the paper's heap of the B smallest var
 only features of the example can enter, and the heap's lower bound stays valid while kept
 variances shrink: a step is O(m), plus O(B) to refresh and re-heapify the kept keys when a
 newcomer outranks the bound (rare once the informative features are kept) and O(log B)
-per admitted feature; never O(d). mu and Sigma are dense (O(d) memory, as in the
-paper); a kept feature's variance is stored negated, so membership costs no extra load.
+per admitted feature; never O(d). mu and Sigma are dense and interleaved (one cache line per
+feature; O(d) memory, as in the paper); a kept feature's variance is stored negated, so
+membership costs no extra load.
 """
 
 from __future__ import annotations
@@ -30,22 +31,24 @@ from algorithms.online._topset import (
     _offer,
     kept,
 )
+from algorithms.online.arow import MEAN, SIGMA
 from algorithms.online.base import check_positive
 from algorithms.online.ogd import _dense_scores
 from algorithms.online.selecting import SelectingLearner
 
 
 @njit(cache=True)
-def _refresh_keys(slot_ints, slot_floats, meta, signed_sigma):
+def _refresh_keys(slot_ints, slot_floats, meta, coefficients):
     """Kept features' keys from the variances (kept keys are not updated per example:
     they only improve, so the heap's lower bound stays valid until the next repair). O(B)."""
     for slot in range(meta[META_SIZE]):
-        slot_floats[ROW_KEY, slot] = signed_sigma[slot_ints[ROW_FEATURE, slot]]
+        slot_floats[ROW_KEY, slot] = coefficients[slot_ints[ROW_FEATURE, slot], SIGMA]
 
 
 @njit(cache=True, nogil=True)
-def _sofs_fit(indptr, indices, values, labels, r, mean, signed_sigma, slot_ints, slot_floats,
+def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_floats,
               map_keys, map_slots, meta, scores):
+    """SOFS over a batch; ``coefficients[j] = (mu_j, +-Sigma_j)``, negative when kept."""
     longest = 0
     for row in range(len(indptr) - 1):
         longest = max(longest, indptr[row + 1] - indptr[row])
@@ -59,8 +62,8 @@ def _sofs_fit(indptr, indices, values, labels, r, mean, signed_sigma, slot_ints,
         for k in range(lo, hi):
             feature = indices[k]
             x = values[k]
-            score += mean[feature] * x
-            variance += abs(signed_sigma[feature]) * x * x
+            score += coefficients[feature, MEAN] * x
+            variance += abs(coefficients[feature, SIGMA]) * x * x
         scores[row] = score
         label = labels[row]
         loss = 1.0 - label * score
@@ -74,13 +77,13 @@ def _sofs_fit(indptr, indices, values, labels, r, mean, signed_sigma, slot_ints,
         for k in range(lo, hi):
             feature = indices[k]
             x = values[k]
-            stored = signed_sigma[feature]
+            stored = coefficients[feature, SIGMA]
             old_sigma = abs(stored)
             new_sigma = old_sigma - beta * old_sigma * old_sigma * x * x
             # Branch-free: kept features stay negative; others become candidates (their
             # mean is 0, so += sets the candidate weight; rejected ones are zeroed below).
-            signed_sigma[feature] = math.copysign(new_sigma, stored)
-            mean[feature] += alpha * label * old_sigma * x
+            coefficients[feature, SIGMA] = math.copysign(new_sigma, stored)
+            coefficients[feature, MEAN] += alpha * label * old_sigma * x
             new_features[n_new] = feature
             new_keys[n_new] = -new_sigma
             n_new += (stored > 0.0) & (x != 0.0)
@@ -92,16 +95,16 @@ def _sofs_fit(indptr, indices, values, labels, r, mean, signed_sigma, slot_ints,
             feature = new_features[q]
             if _admits(slot_ints, slot_floats, meta, feature, new_keys[q]):
                 if meta[META_LOGGED] != 0 and meta[META_SIZE] == slot_ints.shape[1]:
-                    _refresh_keys(slot_ints, slot_floats, meta, signed_sigma)
+                    _refresh_keys(slot_ints, slot_floats, meta, coefficients)
                 evicted, _, accepted = _offer(slot_ints, slot_floats, map_keys, map_slots,
                                               meta, feature, new_keys[q], 0.0)
                 if accepted:
-                    signed_sigma[feature] = -signed_sigma[feature]
+                    coefficients[feature, SIGMA] = -coefficients[feature, SIGMA]
                     if evicted != EMPTY:
-                        signed_sigma[evicted] = -signed_sigma[evicted]
-                        mean[evicted] = 0.0
+                        coefficients[evicted, SIGMA] = -coefficients[evicted, SIGMA]
+                        coefficients[evicted, MEAN] = 0.0
                     continue
-            mean[feature] = 0.0
+            coefficients[feature, MEAN] = 0.0
     return updates
 
 
@@ -117,29 +120,30 @@ class SOFS(SelectingLearner):
 
     name = "sofs"
     _state_arrays = SelectingLearner._state_arrays
-    _sparse_arrays = {"mean": 0.0, "signed_sigma": 1.0}
+    _sparse_arrays = {"coefficients": (0.0, 1.0)}
 
     def __init__(self, *, n_features: int, budget: int, r: float = 1.0) -> None:
         super().__init__(n_features=n_features, budget=budget)
         self.r = check_positive("r", r)
-        self._mean = np.zeros(self.n_features, dtype=np.float64)
-        self._signed_sigma = np.ones(self.n_features, dtype=np.float64)
+        self._coefficients = np.zeros((self.n_features, 2), dtype=np.float64)
+        self._coefficients[:, SIGMA] = 1.0
 
     @property
     def sigma_(self) -> np.ndarray:
         """The diagonal covariance Sigma (float64, shape (d,))."""
-        return np.abs(self._signed_sigma)
+        return np.abs(self._coefficients[:, SIGMA])
 
     def _fit_rows(self, batch, labels, scores) -> int:
-        return _sofs_fit(batch.indptr, batch.indices, batch.values, labels, self.r, self._mean,
-                         self._signed_sigma, *self._kernel_state(), scores)
+        return _sofs_fit(batch.indptr, batch.indices, batch.values, labels, self.r,
+                         self._coefficients, *self._kernel_state(), scores)
 
     def _score_rows(self, batch, scores) -> None:
-        _dense_scores(batch.indptr, batch.indices, batch.values, self._mean, scores)
+        _dense_scores(batch.indptr, batch.indices, batch.values, self._coefficients[:, MEAN],
+                      scores)
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         features, _ = kept(self._slot_ints, self._slot_floats, self._meta)
-        values = self._mean[features]
+        values = self._coefficients[features, MEAN]
         nonzero = values != 0.0
         return features[nonzero], values[nonzero]
 

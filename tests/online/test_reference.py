@@ -91,8 +91,8 @@ def test_arow_and_ogd_match_reference(case):
     X, y = stream(**case)
     arow = AROW(n_features=X.shape[1], r=0.5).partial_fit(X, y)
     mu, sigma = naive.arow(X, y, r=0.5)
-    np.testing.assert_allclose(arow._mean, mu, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(arow._sigma, sigma, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(dense_weights(arow, X.shape[1]), mu, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(arow.sigma_, sigma, rtol=0, atol=1e-12)
     ogd = OGD(n_features=X.shape[1], eta=0.7, power_t=0.5)
     for chunk in np.array_split(np.arange(len(y)), 5):
         ogd.partial_fit(X[chunk], y[chunk])
@@ -104,7 +104,7 @@ def test_sofs_budget_at_least_touched_equals_arow():
     X, y = stream(5)
     sofs = SOFS(n_features=X.shape[1], budget=X.shape[1]).partial_fit(X, y)
     arow = AROW(n_features=X.shape[1]).partial_fit(X, y)
-    np.testing.assert_array_equal(dense_weights(sofs, X.shape[1]), arow._mean)
+    np.testing.assert_array_equal(dense_weights(sofs, X.shape[1]), dense_weights(arow, X.shape[1]))
 
 
 def test_progressive_scores_are_pre_update_scores():
