@@ -105,3 +105,23 @@ def test_cuckoo_map_finds_every_key_after_inserts_and_deletes(features):
     for slot in range(capacity):
         feature = top["slot_ints"][ts.ROW_FEATURE, slot]
         assert _map_find(rebuilt_keys, rebuilt_slots, top["meta"], feature, -7) == slot
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), budget=st.integers(1, 6), n_features=st.integers(1, 20),
+       algorithm=st.sampled_from(["pet", "fofs", "sofs"]), chunk=st.integers(1, 9))
+def test_learners_never_keep_more_than_budget_non_zeros(seed, budget, n_features, algorithm,
+                                                         chunk):
+    import numpy as np
+
+    from algorithms.online import LEARNERS
+
+    rng = np.random.default_rng(seed)
+    X = (rng.random((30, n_features)) < 0.4) * rng.integers(-2, 3, size=(30, n_features))
+    y = np.where(rng.random(30) < 0.5, -1, 1)
+    learner = LEARNERS[algorithm](n_features=n_features, budget=budget)
+    for start in range(0, 30, chunk):
+        learner.partial_fit(X[start:start + chunk], y[start:start + chunk])
+        index, values = learner.weights()
+        assert len(index) <= budget and np.all(values != 0)
+        assert np.all(np.diff(index) > 0)

@@ -1,0 +1,71 @@
+"""Shared route dependencies: the manager, settings, API-key roles, bounded body reading."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+
+from service.errors import BodyTooLargeError
+from service.manager import ModelManager
+from service.settings import Settings
+
+
+def get_manager(request: Request) -> ModelManager:
+    return request.app.state.manager
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+Manager = Annotated[ModelManager, Depends(get_manager)]
+AppSettings = Annotated[Settings, Depends(get_settings)]
+
+
+def _presented_key(request: Request) -> str | None:
+    key = request.headers.get("x-api-key")
+    if key:
+        return key
+    authorization = request.headers.get("authorization", "")
+    if authorization.lower().startswith("bearer "):
+        return authorization[7:].strip()
+    return None
+
+
+def _require(request: Request, role: str) -> None:
+    roles: dict[str, str] = request.app.state.key_roles
+    if not roles:
+        return
+    key = _presented_key(request)
+    if key is None or key not in roles:
+        raise HTTPException(401, "a valid API key is required (X-API-Key or Bearer)",
+                            headers={"WWW-Authenticate": "Bearer"})
+    if role == "write" and roles[key] != "write":
+        raise HTTPException(403, "this API key may only read and predict")
+
+
+def require_read(request: Request) -> None:
+    _require(request, "read")
+
+
+def require_write(request: Request) -> None:
+    _require(request, "write")
+
+
+ReadAccess = Depends(require_read)
+WriteAccess = Depends(require_write)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or BodyTooLargeError once it passes ``limit`` bytes."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise BodyTooLargeError(f"body of {length} bytes is over the limit of {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLargeError(f"body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)

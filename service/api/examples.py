@@ -1,0 +1,102 @@
+"""Examples in (log append), predictions out, delayed feedback."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+from fastapi import APIRouter, Request, Response
+
+from service import metrics, wire
+from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
+from service.errors import (
+    MalformedBodyError,
+    NotFoundError,
+    ServiceError,
+    UnsupportedMediaTypeError,
+    item_error,
+)
+from service.ingest import parse_json_body, parse_json_examples, parse_libsvm_body, validate_csr
+from service.schemas import ExamplesAccepted, FeedbackRequest, FeedbackResponse, PredictResponse
+
+router = APIRouter(prefix="/v1/models/{model}", tags=["examples"])
+_BIG = 64 << 10  # parse bodies above this size in a worker thread
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+
+
+def _parse_examples(body: bytes, media_type: str, host):
+    if media_type in ("application/json", "application/x-ndjson", ""):
+        return parse_json_body(body, host.n_features, host.hasher), "json"
+    if media_type in ("text/plain", "text/x-libsvm", "application/x-libsvm"):
+        return parse_libsvm_body(body, host.n_features,
+                                 zero_based=host.spec.libsvm_zero_based), "libsvm"
+    if media_type in ("application/octet-stream", "application/x-featurebudget-batch"):
+        try:
+            indptr, indices, values, labels = wire.decode_batch(body)
+        except wire.WireFormatError as exc:
+            raise item_error(str(exc), field="body") from exc
+        return validate_csr(indptr, indices, values, labels, host.n_features), "bin"
+    raise UnsupportedMediaTypeError(
+        f"content type {media_type!r} is not supported; use application/json, text/plain "
+        "(libsvm) or application/octet-stream (FBX1 binary)")
+
+
+@router.post("/examples", status_code=202, response_model=ExamplesAccepted,
+             dependencies=[WriteAccess])
+async def post_examples(model: str, request: Request, manager: Manager,
+                        settings: AppSettings, wait: bool = False) -> dict:
+    host = await manager.get(model)
+    body = await read_body(request, settings.max_body_bytes)
+    media_type = _media_type(request)
+    try:
+        if len(body) > _BIG:
+            batch, fmt = await asyncio.to_thread(_parse_examples, body, media_type, host)
+        else:
+            batch, fmt = _parse_examples(body, media_type, host)
+    except ServiceError:
+        metrics.EXAMPLES_REJECTED.labels(host.name, "api").inc()
+        raise
+    ids = await manager.append(host, [batch], fmt)
+    if wait:
+        await manager.wait_applied(host, ids[-1])
+    return {"model": host.name, "accepted": len(batch), "log_ids": ids, "applied": wait}
+
+
+@router.post("/predict", response_model=PredictResponse, dependencies=[ReadAccess])
+async def predict(model: str, request: Request, manager: Manager,
+                  settings: AppSettings) -> Response:
+    host = await manager.get(model)
+    body = await read_body(request, settings.max_body_bytes)
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedBodyError(f"body is not valid JSON: {exc}",
+                            [{"field": "body", "message": str(exc)}]) from exc
+    if not isinstance(document, dict) or not isinstance(document.get("examples"), list):
+        raise item_error("body must be {\"examples\": [...]}", field="examples")
+    unknown = set(document) - {"examples", "return_prediction_ids"}
+    if unknown:
+        raise item_error(f"unknown fields {sorted(unknown)}", field=sorted(unknown)[0])
+    with_ids = document.get("return_prediction_ids", False)
+    if not isinstance(with_ids, bool):
+        raise item_error("must be true or false", field="return_prediction_ids")
+    batch = parse_json_examples(document["examples"], host.n_features, host.hasher,
+                                require_labels=False)
+    scores, ids = await manager.predict(host, batch, with_ids)
+    payload = {"model": host.name, "log_position": host.applied_id,
+               "scores": scores.tolist(), "labels": [1 if s >= 0 else -1 for s in scores],
+               "prediction_ids": ids}
+    return Response(orjson.dumps(payload), media_type="application/json")
+
+
+@router.post("/feedback", response_model=FeedbackResponse, dependencies=[WriteAccess])
+async def post_feedback(model: str, body: FeedbackRequest, manager: Manager) -> dict:
+    host = await manager.get(model)
+    result = await manager.feedback(host, body.prediction_id, body.label)
+    if result is None:
+        raise NotFoundError(f"no pending prediction {body.prediction_id!r} (unknown or expired)")
+    return {"model": host.name, "prediction_id": body.prediction_id, **result}
+

@@ -1,0 +1,48 @@
+"""/v1/models: create, list, inspect, delete; selected features."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from service.api.deps import Manager, ReadAccess, WriteAccess
+from service.schemas import ModelCreate, ModelPublic, SelectedFeature
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+@router.post("", status_code=201, response_model=ModelPublic, dependencies=[WriteAccess])
+async def create_model(body: ModelCreate, manager: Manager) -> dict:
+    host = await manager.create(body)
+    return await manager.describe(host)
+
+
+@router.get("", dependencies=[ReadAccess])
+async def list_models(manager: Manager) -> dict:
+    models = [await manager.describe(host, features=False)
+              for host in list(manager.hosts.values())]
+    return {"models": models}
+
+
+@router.get("/{model}", response_model=ModelPublic, dependencies=[ReadAccess])
+async def get_model(model: str, manager: Manager, features: bool = True) -> dict:
+    return await manager.describe(await manager.get(model), features=features)
+
+
+@router.delete("/{model}", status_code=204, dependencies=[WriteAccess])
+async def delete_model(model: str, manager: Manager) -> Response:
+    await manager.delete(model)
+    return Response(status_code=204)
+
+
+@router.get("/{model}/features", response_model=list[SelectedFeature],
+            dependencies=[ReadAccess])
+async def get_features(model: str, manager: Manager) -> list:
+    public = await manager.describe(await manager.get(model))
+    return public["selected_features"]
+
+
+@router.get("/{model}/deadletters", dependencies=[ReadAccess])
+async def get_deadletters(model: str, manager: Manager, count: int = 100) -> dict:
+    host = await manager.get(model)
+    return {"model": host.name,
+            "entries": await manager.storage.read_deadletters(host.name, min(count, 1000))}

@@ -1,0 +1,30 @@
+"""GET / PUT /v1/models/{m}/snapshot: download or restore a model (safe format)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from service.api.deps import AppSettings, Manager, WriteAccess, read_body
+from service.schemas import SnapshotRestored
+
+router = APIRouter(prefix="/v1/models/{model}", tags=["snapshots"])
+MEDIA_TYPE = "application/vnd.featurebudget.state"
+
+
+@router.get("/snapshot", dependencies=[WriteAccess],
+            responses={200: {"content": {MEDIA_TYPE: {}}}})
+async def get_snapshot(model: str, manager: Manager) -> Response:
+    host = await manager.get(model)
+    blob = await manager.export_snapshot(host)
+    return Response(blob, media_type=MEDIA_TYPE, headers={
+        "Content-Disposition": f'attachment; filename="{host.name}.fbstate"'})
+
+
+@router.put("/snapshot", response_model=SnapshotRestored, dependencies=[WriteAccess])
+async def put_snapshot(model: str, request: Request, manager: Manager,
+                       settings: AppSettings) -> dict:
+    host = await manager.get(model)
+    blob = await read_body(request, settings.max_body_bytes)
+    await manager.restore_snapshot(host, blob)
+    return {"model": host.name, "examples_applied": int(host.learner.n_examples_),
+            "log_position": host.applied_id}

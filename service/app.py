@@ -1,0 +1,118 @@
+"""The app factory: ``create_app(settings)`` with a lifespan that opens storage, restores
+the models (snapshot + replay), warms the numba kernels and starts the folds; on shutdown
+it writes a final snapshot of each model and closes storage."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+import numpy as np
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.api import examples, health, models, snapshots
+from service.errors import ServiceError
+from service.manager import ModelManager
+from service.settings import Settings
+from service.storage import make_storage
+
+log = logging.getLogger("featurebudget")
+PROBLEM = "application/problem+json"
+
+
+def problem(status: int, title: str, detail: str, errors: list | None = None,
+            headers: dict | None = None) -> Response:
+    """An RFC 9457 problem details response."""
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    if errors:
+        body["errors"] = errors
+    return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM,
+                    headers=headers)
+
+
+def warm_kernels() -> None:
+    """Compile / load every learner's kernels once, so the first request is not slow."""
+    from algorithms.online import LEARNERS
+    from algorithms.sparse import CSRBatch
+
+    X = CSRBatch(np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int32),
+                 np.array([1.0, -1.0]), 4)
+    for cls in LEARNERS.values():
+        learner = cls(n_features=4, budget=2)
+        learner.progressive_fit(X, np.array([1.0]))
+        learner.decision_function(X)
+
+
+class BodyLimitMiddleware:
+    """413 problem+json for a declared Content-Length over the limit (before reading)."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", ()):
+                if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                    response = problem(413, "Request body too large",
+                                       f"body of {int(value)} bytes is over the limit of "
+                                       f"{self.limit} bytes")
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        storage = make_storage(settings)
+        await storage.open()
+        manager = ModelManager(storage, settings)
+        app.state.manager = manager
+        import asyncio
+
+        await asyncio.to_thread(warm_kernels)
+        await manager.start()
+        log.info("featurebudget ready on the %s backend (%d models)", storage.kind,
+                 len(manager.hosts))
+        try:
+            yield
+        finally:
+            await manager.stop()
+            await storage.close()
+
+    app = FastAPI(title="featurebudget", version="1", lifespan=lifespan)
+    app.state.settings = settings
+    app.state.key_roles = settings.key_roles()
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    for router in (models.router, examples.router, snapshots.router, health.router):
+        app.include_router(router)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, exc: ServiceError) -> Response:
+        return problem(exc.status, exc.title, exc.detail, exc.errors)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        errors = []
+        for error in exc.errors():
+            location = [str(part) for part in error.get("loc", ()) if part != "body"]
+            errors.append({"field": ".".join(location) or "body", "message": error["msg"]})
+        detail = "; ".join(f"field {e['field']!r}: {e['message']}" for e in errors)
+        status = 400 if any(e.get("type") == "json_invalid" for e in exc.errors()) else 422
+        return problem(status, "Invalid input", detail, errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        titles = {401: "Unauthorized", 403: "Forbidden", 404: "Not found",
+                  405: "Method not allowed"}
+        return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail),
+                       headers=getattr(exc, "headers", None))
+
+    return app

@@ -1,0 +1,209 @@
+"""The online fold: read a model's log in order, apply micro-batches, ack, snapshot.
+
+Per model, one task runs :meth:`ModelFold.run`. With a shared backend (Redis) it first
+holds the model's lease; a process without the lease follows the published snapshots
+instead. The owner:
+
+1. loads the latest snapshot (state + id of the last applied entry) and positions its
+   reader right after that id, so everything after it is replayed in order;
+2. reads up to ``microbatch_max_entries`` entries, parses them (the same functions as the
+   REST routes), sends malformed ones to the dead-letter stream, and applies the rest with
+   one ``progressive_fit`` in a worker thread (the numba kernels release the GIL);
+3. acknowledges the entries, and every N examples / T seconds writes a snapshot, then
+   trims the log below the snapshot's id.
+
+Applying is idempotent by id (entries at or before the applied id are skipped), so a crash
+at any point followed by a restart applies every logged example exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from service import metrics
+from service.errors import InputError
+from service.ingest import ExampleBatch, parse_entry
+from service.registry import ModelHost
+from service.storage import LogEntry, Storage, id_key
+
+log = logging.getLogger("featurebudget.consumer")
+
+
+class ModelFold:
+    def __init__(self, host: ModelHost, storage: Storage, settings, process_id: str) -> None:
+        self.host = host
+        self.storage = storage
+        self.settings = settings
+        self.process_id = process_id
+        self.reader = None
+        self._stop = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self.last_lease = 0.0
+        self._prefetch: asyncio.Task | None = None
+        if not storage.shared:
+            host.owner = True
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.run(), name=f"fold:{self.host.name}")
+
+    async def stop(self, *, final_snapshot: bool = True) -> None:
+        self._stop.set()
+        if self.task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self.task, 10)
+        self._drop_prefetch()
+        if final_snapshot and self.host.owner and self.host.applied_id != self.host.snapshot_id:
+            await self.snapshot()
+        if self.host.owner and self.storage.shared:
+            with contextlib.suppress(Exception):
+                await self.storage.release_lease(self.host.name, self.process_id)
+        self.host.owner = False
+
+    async def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # keep folding after transient storage errors
+                log.exception("fold of model %s failed; retrying", self.host.name)
+                self._drop_prefetch()
+                self.reader = None  # re-position after the applied id: nothing is skipped
+                await asyncio.sleep(1.0)
+
+    async def _step(self) -> None:
+        host, settings = self.host, self.settings
+        if not await self.hold_lease():
+            await self._follow_snapshots()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), settings.lease_seconds / 3)
+            return
+        if self.reader is None or host.reposition:
+            self._drop_prefetch()
+            host.reposition = False
+            self.reader = self.storage.reader(host.name, self.process_id)
+            await self.reader.start(host.applied_id)
+            await self.reader.reclaim(host.applied_id)
+        if self._prefetch is not None:
+            entries = await self._prefetch
+            self._prefetch = None
+        else:
+            entries = await self.reader.read(settings.microbatch_max_entries,
+                                             settings.consumer_block_ms)
+        if entries:
+            if settings.prefetch:  # read the next micro-batch while this one is applied
+                self._prefetch = asyncio.create_task(self.reader.read(
+                    settings.microbatch_max_entries, settings.consumer_block_ms))
+            async with host.fold_lock:
+                if host.reposition:  # a snapshot was restored meanwhile: re-read
+                    return
+                await self._apply(entries)
+        if host.examples_since_snapshot >= settings.snapshot_every_examples or (
+                host.applied_id != host.snapshot_id and
+                time.monotonic() - host.last_snapshot_time >= settings.snapshot_every_seconds):
+            await self.snapshot()
+
+    def _drop_prefetch(self) -> None:
+        """Forget a read ahead (its entries are delivered again after re-positioning)."""
+        if self._prefetch is not None:
+            self._prefetch.cancel()
+            self._prefetch = None
+            self.reader = None
+
+    async def hold_lease(self) -> bool:
+        """True while this process owns the model (always, on the local backend)."""
+        host = self.host
+        if not self.storage.shared:
+            host.owner = True
+            return True
+        now = time.monotonic()
+        if host.owner and now - self.last_lease < self.settings.lease_seconds / 3:
+            return True
+        owner = await self.storage.acquire_lease(host.name, self.process_id,
+                                                 self.settings.lease_seconds)
+        self.last_lease = now
+        if owner and not host.owner:  # became the owner: start from the newest snapshot
+            blob = await self.storage.load_snapshot(host.name)
+            if blob is not None:
+                host.load_blob(blob, check_spec=False)
+            self.reader = None
+        if not owner:
+            self._drop_prefetch()
+            self.reader = None
+        host.owner = owner
+        return owner
+
+    async def _follow_snapshots(self) -> None:
+        position = await self.storage.snapshot_position(self.host.name)
+        if position and position != self.host.snapshot_id:
+            blob = await self.storage.load_snapshot(self.host.name)
+            if blob is not None:
+                self.host.load_blob(blob, check_spec=False)
+
+    async def _apply(self, entries: list[LogEntry]) -> None:
+        host = self.host
+        started = time.perf_counter()
+        fresh = [e for e in entries if id_key(e.id) > id_key(host.applied_id)]
+        rejected: list[tuple[LogEntry, str]] = []
+        if fresh:
+            n, rejected = await asyncio.to_thread(self._parse_and_apply, fresh)
+            for entry, reason in rejected:
+                await self.storage.deadletter(host.name, entry, reason)
+                metrics.DEADLETTER_ENTRIES.labels(host.name).inc()
+                metrics.EXAMPLES_REJECTED.labels(host.name, "stream").inc()
+            if n:
+                metrics.EXAMPLES_APPLIED.labels(host.name).inc(n)
+            metrics.UPDATE_SECONDS.labels(host.name).observe(time.perf_counter() - started)
+            self._observe(fresh[-1].id)
+        await self.reader.ack([e.id for e in entries])
+        if self.storage.shared and host.applied_id:
+            await self.storage.publish_applied(host.name, host.applied_id)
+        host.notify_applied()
+
+    def _parse_and_apply(self, entries: list[LogEntry]) -> tuple[int, list]:
+        """Worker thread: parse every entry, apply the good ones in one pass, in order."""
+        host = self.host
+        batches: list[ExampleBatch] = []
+        rejected = []
+        for entry in entries:
+            try:
+                batches.append(parse_entry(entry.fields, host.n_features, host.hasher,
+                                           zero_based=host.spec.libsvm_zero_based))
+            except InputError as exc:
+                rejected.append((entry, exc.detail))
+            except Exception as exc:  # never block the stream on one entry
+                rejected.append((entry, f"{type(exc).__name__}: {exc}"))
+        return host.apply_all(batches, entries[-1].id)[0], rejected
+
+    def _observe(self, last_id: str) -> None:
+        host = self.host
+        learner = host.learner
+        if self.storage.kind == "redis":
+            milliseconds = id_key(last_id)[0]
+            metrics.LEARNER_LAG.labels(host.name).set(max(0.0, time.time() - milliseconds / 1e3))
+        if host.progressive_examples:
+            metrics.PROGRESSIVE_ACCURACY.labels(host.name).set(
+                host.progressive_correct / host.progressive_examples)
+        metrics.EXAMPLES_SEEN.labels(host.name).set(learner.n_examples_)
+        metrics.SELECTED_FEATURES.labels(host.name).set(len(learner.weights()[0]))
+
+    async def snapshot(self) -> None:
+        """Write the state with its log id (atomically), then trim the log below it."""
+        host = self.host
+        started = time.perf_counter()
+        blob, log_id = await asyncio.to_thread(host.snapshot_blob, reset=True)
+        if self.storage.shared and not await self.storage.acquire_lease(
+                host.name, self.process_id, self.settings.lease_seconds):
+            host.owner = False  # lost the model meanwhile: the new owner snapshots and trims
+            self.reader = None
+            return
+        await self.storage.save_snapshot(host.name, blob, log_id)
+        host.snapshot_id = log_id
+        host.last_snapshot_time = time.monotonic()
+        metrics.SNAPSHOTS.labels(host.name).inc()
+        metrics.SNAPSHOT_SECONDS.labels(host.name).observe(time.perf_counter() - started)
+        if self.settings.trim_log and log_id:
+            await self.storage.trim(host.name, log_id)

@@ -1,0 +1,284 @@
+"""Parse and validate example batches (JSON, libsvm text, binary) into CSR batches.
+
+Every parser returns an :class:`ExampleBatch` or raises :class:`~service.errors.InputError`
+naming the item (JSON, 0-based) or line (libsvm, 1-based) and the field. A batch with one
+bad item is rejected whole. Numbers are parsed with orjson / numpy and validated vectorized,
+never element by element through pydantic. The REST routes and the stream consumer call the
+same functions, so a log entry is accepted or rejected the same way on both paths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+
+from algorithms.sparse import CSRBatch
+from algorithms.sparse.libsvm import LibsvmFormatError, parse_libsvm
+from service import wire
+from service._kernels import DUPLICATE, NEGATIVE, NOT_FINITE, TOO_LARGE, check_rows
+from service.errors import MalformedBodyError, item_error
+
+
+@dataclass
+class ExampleBatch:
+    """n examples: CSR arrays (int64 / int32 / float64), labels int8 (or None)."""
+
+    X: CSRBatch
+    labels: np.ndarray | None
+    names: dict[int, str] = field(default_factory=dict)  # hashed index -> "namespace^name"
+
+    def __len__(self) -> int:
+        return self.X.n_rows
+
+    def encode(self) -> bytes:
+        return wire.encode_batch(self.X.indptr, self.X.indices, self.X.values, self.labels)
+
+
+def concat(batches: list[ExampleBatch]) -> ExampleBatch:
+    """One batch holding ``batches`` in order. O(total nnz)."""
+    if len(batches) == 1:
+        return batches[0]
+    n_features = batches[0].X.n_features
+    offsets = np.cumsum([0] + [b.X.nnz for b in batches[:-1]])
+    indptr = np.concatenate([[0]] + [b.X.indptr[1:] + o for b, o in zip(batches, offsets,
+                                                                           strict=True)])
+    X = CSRBatch(indptr.astype(np.int64), np.concatenate([b.X.indices for b in batches]),
+                 np.concatenate([b.X.values for b in batches]), n_features)
+    return ExampleBatch(X, np.concatenate([b.labels for b in batches]))
+
+
+# ---------------------------------------------------------------- vectorized validation
+
+def validate_csr(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
+                 labels: np.ndarray | None, n_features: int, *, unit: str = "item",
+                 base: int = 0) -> ExampleBatch:
+    """Check a CSR batch against the model: index in [0, d), no duplicates per row,
+    finite values, labels in {-1, +1}. Errors name ``unit`` number ``row + base``. O(nnz)."""
+
+    def where(row: int) -> dict:
+        return {unit: int(row) + base}
+
+    n = len(indptr) - 1
+    if n == 0:
+        raise item_error("the batch holds no examples", field="examples")
+    if labels is not None:
+        labels = np.asarray(labels)
+        bad = np.flatnonzero((labels != 1) & (labels != -1))
+        if len(bad):
+            raise item_error(f"label {labels[bad[0]].item()!r} is not -1 or +1", field="label",
+                             **where(bad[0]))
+        labels = labels.astype(np.int8)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    if len(indices):
+        if indices.dtype != np.int32:  # beyond int32: negative or too large, say which
+            indices = np.asarray(indices, dtype=np.int64)
+            wide = np.flatnonzero((indices < 0) | (indices >= n_features))
+            if len(wide):
+                row = np.searchsorted(indptr, wide[0], side="right") - 1
+                value = int(indices[wide[0]])
+                message = f"negative feature index {value}" if value < 0 else \
+                    f"feature index {value} >= dimension {n_features}"
+                raise item_error(message, field="indices", **where(row))
+            indices = indices.astype(np.int32)
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        code, row, position = check_rows(indptr, indices, values, n_features)
+        if code == NEGATIVE:
+            raise item_error(f"negative feature index {int(indices[position])}",
+                             field="indices", **where(row))
+        if code == TOO_LARGE:
+            raise item_error(f"feature index {int(indices[position])} >= dimension "
+                             f"{n_features}", field="indices", **where(row))
+        if code == NOT_FINITE:
+            raise item_error("feature value is NaN or infinite", field="values", **where(row))
+        if code == DUPLICATE:
+            raise item_error("duplicate feature index", field="indices", **where(row))
+    X = CSRBatch(np.ascontiguousarray(indptr, dtype=np.int64),
+                 np.ascontiguousarray(indices, dtype=np.int32),
+                 np.ascontiguousarray(values, dtype=np.float64), int(n_features))
+    return ExampleBatch(X, labels)
+
+
+# ---------------------------------------------------------------- JSON
+
+Hasher = Callable[[str, str], int]
+
+
+def parse_json_body(body: bytes, n_features: int, hasher: Hasher | None, *,
+                    require_labels: bool = True) -> ExampleBatch:
+    """``{"examples": [...]}``, a bare list, or one example object -> batch."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedBodyError(f"body is not valid JSON: {exc}",
+                            [{"field": "body", "message": str(exc)}]) from exc
+    return parse_json_examples(document, n_features, hasher, require_labels=require_labels)
+
+
+def parse_json_examples(document, n_features: int, hasher: Hasher | None, *,
+                        require_labels: bool = True) -> ExampleBatch:
+    if isinstance(document, dict) and "examples" in document:
+        items = document["examples"]
+        if not isinstance(items, list):
+            raise item_error("must be a list of examples", field="examples")
+    elif isinstance(document, dict):
+        items = [document]
+    elif isinstance(document, list):
+        items = document
+    else:
+        raise item_error("expected an object or a list of examples", field="examples")
+    if not items:
+        raise item_error("the batch holds no examples", field="examples")
+    n = len(items)
+    lengths = np.zeros(n, dtype=np.int64)
+    index_lists: list = []
+    value_lists: list = []
+    labels = np.zeros(n, dtype=np.int8)
+    names: dict[int, str] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise item_error("must be an object", item=i)
+        if require_labels:
+            label = item.get("label")
+            if label is None:
+                raise item_error("is required", item=i, field="label")
+            if isinstance(label, bool) or not isinstance(label, int | float) or \
+                    label not in (-1, 1):
+                raise item_error(f"label {label!r} is not -1 or +1", item=i, field="label")
+            labels[i] = int(label)
+        if "features" in item:
+            indices, values = _hash_features(item["features"], i, hasher, names)
+            index_lists.append(np.array(indices, dtype=np.int64))
+            value_lists.append(np.array(values, dtype=np.float64))
+            lengths[i] = len(indices)
+            continue
+        indices, values = item.get("indices"), item.get("values")
+        if not isinstance(indices, list):
+            raise item_error("is required and must be a list of integers", item=i,
+                             field="indices")
+        if not isinstance(values, list):
+            raise item_error("is required and must be a list of numbers", item=i,
+                             field="values")
+        if len(indices) != len(values):
+            raise item_error(f"indices has {len(indices)} entries, values {len(values)}",
+                             item=i, field="values")
+        index_lists.append(_item_array(indices, i, "indices", integral=True))
+        value_lists.append(_item_array(values, i, "values", integral=False))
+        lengths[i] = len(indices)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    indices_array = np.concatenate(index_lists) if index_lists else np.zeros(0, np.int64)
+    values_array = np.concatenate(value_lists) if value_lists else np.zeros(0)
+    batch = validate_csr(indptr, indices_array, values_array,
+                         labels if require_labels else None, n_features)
+    batch.names = names
+    return batch
+
+
+def _item_array(numbers: list, item: int, field_name: str, *, integral: bool) -> np.ndarray:
+    """One example's list -> int64 / float64 array (one C call), or an error naming it."""
+    if not numbers:
+        return np.zeros(0, dtype=np.int64 if integral else np.float64)
+    try:
+        array = np.array(numbers)
+    except (ValueError, OverflowError):
+        array = None
+    kinds = "iu" if integral else "iuf"
+    if array is not None and array.ndim == 1 and array.dtype.kind in kinds:
+        return array.astype(np.int64 if integral else np.float64, copy=False)
+    for position, x in enumerate(numbers):  # locate the first offending element
+        ok = isinstance(x, int | float) and not isinstance(x, bool)
+        if integral:
+            ok = isinstance(x, int) and not isinstance(x, bool) and -2**63 <= x < 2**63
+        if not ok:
+            expected = "an integer" if integral else "a number"
+            raise item_error(f"entry {position} is {x!r}, expected {expected}", item=item,
+                             field=field_name)
+    raise item_error("has an unsupported element type", item=item, field=field_name)
+
+
+def _hash_features(features, item: int, hasher: Hasher | None,
+                   names: dict[int, str]) -> tuple[list[int], list[float]]:
+    if hasher is None:
+        raise item_error("named features need a model created with hash_bits", item=item,
+                         field="features")
+    if not isinstance(features, dict):
+        raise item_error("must be an object {namespace: {name: value}}", item=item,
+                         field="features")
+    merged: dict[int, float] = {}
+    for namespace, group in features.items():
+        if not isinstance(group, dict):
+            raise item_error("must be an object {name: value}", item=item,
+                             field=f"features.{namespace}")
+        for name, value in group.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or \
+                    not math.isfinite(value):
+                raise item_error(f"value {value!r} is not a finite number", item=item,
+                                 field=f"features.{namespace}.{name}")
+            index = hasher(namespace, name)
+            merged[index] = merged.get(index, 0.0) + float(value)  # collisions add up (VW)
+            names.setdefault(index, f"{namespace}^{name}")
+    return list(merged), list(merged.values())
+
+
+# ---------------------------------------------------------------- libsvm text
+
+def parse_libsvm_body(body: bytes, n_features: int, *, zero_based: bool = False,
+                      require_labels: bool = True) -> ExampleBatch:
+    """``label idx:val ...`` lines -> batch (the numba parser of ``algorithms.sparse``);
+    errors name the 1-based line."""
+    try:
+        X, labels = parse_libsvm(body, n_features=n_features, zero_based=zero_based)
+    except LibsvmFormatError as exc:
+        field = "label" if "label" in exc.reason else (
+            "values" if "value" in exc.reason else "indices")
+        raise item_error(f"column {exc.column}: {exc.reason}", line=exc.line,
+                         field=field) from exc
+    if X.n_rows == 0:
+        raise item_error("the batch holds no examples", field="body")
+    if require_labels:
+        bad = np.flatnonzero((labels != 1.0) & (labels != -1.0))
+        if len(bad):
+            raise item_error(f"label {labels[bad[0]].item()!r} is not -1 or +1",
+                             line=_line_of_row(body, int(bad[0])), field="label")
+    return ExampleBatch(X, labels.astype(np.int8) if require_labels else None)
+
+
+def _line_of_row(body: bytes, row: int) -> int:
+    """1-based line of the ``row``-th example (blank and comment lines skipped)."""
+    seen = -1
+    lines = body.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        if raw.split(b"#", 1)[0].strip():
+            seen += 1
+            if seen == row:
+                return number
+    return len(lines)
+
+
+# ---------------------------------------------------------------- stream entries
+
+def parse_entry(fields: dict, n_features: int, hasher: Hasher | None, *,
+                zero_based: bool = False) -> ExampleBatch:
+    """A log / stream entry (fields ``data`` and optional ``fmt``) -> batch."""
+    data = fields.get(b"data", fields.get("data"))
+    if data is None:
+        raise item_error("entry has no 'data' field", field="data")
+    if isinstance(data, str):
+        data = data.encode()
+    fmt = fields.get(b"fmt", fields.get("fmt"))
+    fmt = fmt.decode() if isinstance(fmt, bytes) else (fmt or wire.infer_format(data))
+    if fmt == "bin":
+        try:
+            indptr, indices, values, labels = wire.decode_batch(data)
+        except wire.WireFormatError as exc:
+            raise item_error(str(exc), field="data") from exc
+        return validate_csr(indptr, indices, values, labels, n_features)
+    if fmt == "json":
+        return parse_json_body(data, n_features, hasher)
+    if fmt == "libsvm":
+        return parse_libsvm_body(data, n_features, zero_based=zero_based)
+    raise item_error(f"unknown format {fmt!r} (expected bin, json or libsvm)", field="fmt")

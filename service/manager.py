@@ -1,0 +1,244 @@
+"""The model manager: the live :class:`ModelHost` of every model and its fold task.
+
+Routes call these methods (create, delete, append, predict, feedback, snapshots); the
+methods never touch a learner's weights except through the log and the fold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import struct
+import time
+import uuid
+
+import numpy as np
+
+from service import metrics, wire
+from service.consumer import ModelFold
+from service.errors import (
+    InputError,
+    ModelExistsError,
+    ModelNotFoundError,
+    UnavailableError,
+    WaitTimeoutError,
+)
+from service.ingest import ExampleBatch
+from service.registry import ModelHost, new_learner
+from service.schemas import ModelCreate, ModelSpec
+from service.storage import Storage, id_key
+
+log = logging.getLogger("featurebudget.manager")
+_SCORE = struct.Struct("<d")
+
+
+class ModelManager:
+    def __init__(self, storage: Storage, settings) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.hosts: dict[str, ModelHost] = {}
+        self.folds: dict[str, ModelFold] = {}
+        self.restored = False
+        self.failed: dict[str, str] = {}  # models whose snapshot could not be loaded
+        self._refresh_task: asyncio.Task | None = None
+
+    # -------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        for raw in (await self.storage.load_models()).values():
+            await self._host(ModelSpec.model_validate_json(raw))
+        self.restored = True
+        if self.storage.shared:
+            self._refresh_task = asyncio.create_task(self._refresh_models())
+
+    async def stop(self) -> None:
+        if self._refresh_task is not None:
+            self._refresh_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresh_task
+        await asyncio.gather(*(fold.stop() for fold in self.folds.values()),
+                             return_exceptions=True)
+        self.folds.clear()
+
+    async def _host(self, spec: ModelSpec) -> ModelHost:
+        """Restore a model (snapshot, then its fold replays the log after it)."""
+        host = ModelHost(spec, feature_names_max=self.settings.feature_names_max,
+                         chunk_examples=self.settings.apply_chunk_examples)
+        blob = await self.storage.load_snapshot(spec.name)
+        if blob is not None:
+            try:
+                host.load_blob(blob, check_spec=False)
+            except InputError as exc:  # e.g. written by an incompatible version: keep the
+                # model out of service (the log and snapshot stay as they are) and say why
+                log.error("model %s: cannot load its snapshot: %s", spec.name, exc.detail)
+                self.failed[spec.name] = exc.detail
+                return host
+        self.hosts[spec.name] = host
+        fold = ModelFold(host, self.storage, self.settings, self.process_id)
+        self.folds[spec.name] = fold
+        fold.start()
+        return host
+
+    async def _refresh_models(self) -> None:
+        """Shared backend: follow models created / deleted by other processes."""
+        while True:
+            await asyncio.sleep(2.0)
+            with contextlib.suppress(Exception):
+                stored = await self.storage.load_models()
+                for name, raw in stored.items():
+                    if name not in self.hosts and name not in self.failed:
+                        await self._host(ModelSpec.model_validate_json(raw))
+                for name in [n for n in self.hosts if n not in stored]:
+                    await self._drop(name)
+
+    async def _drop(self, name: str) -> None:
+        fold = self.folds.pop(name, None)
+        self.hosts.pop(name, None)
+        if fold is not None:
+            await fold.stop(final_snapshot=False)
+        metrics.forget_model(name)
+
+    # -------------------------------------------------------------- models
+    async def create(self, request: ModelCreate) -> ModelHost:
+        new_learner(request)  # validates algorithm, params, budget
+        spec = ModelSpec(**request.model_dump(), created_at=time.time())
+        if not await self.storage.save_model(spec.name, spec.model_dump_json().encode(),
+                                             create=True):
+            raise ModelExistsError(f"model {spec.name!r} already exists")
+        return await self._host(spec)
+
+    async def get(self, name: str) -> ModelHost:
+        host = self.hosts.get(name)
+        if host is None and self.storage.shared:  # created by another process just now
+            raw = (await self.storage.load_models()).get(name)
+            if raw is not None and name not in self.hosts and name not in self.failed:
+                host = await self._host(ModelSpec.model_validate_json(raw))
+            host = self.hosts.get(name)
+        if host is None:
+            if name in self.failed:
+                raise UnavailableError(f"model {name!r} is out of service: {self.failed[name]}")
+            raise ModelNotFoundError(f"no model named {name!r}")
+        return host
+
+    async def delete(self, name: str) -> None:
+        if self.failed.pop(name, None) is not None:  # out of service: deletable anyway
+            await self.storage.delete_model(name)
+            return
+        await self.get(name)
+        fold = self.folds.pop(name, None)
+        if fold is not None:
+            await fold.stop(final_snapshot=False)
+        self.hosts.pop(name, None)
+        if not await self.storage.delete_model(name):
+            raise ModelNotFoundError(f"no model named {name!r}")
+        metrics.forget_model(name)
+
+    async def describe(self, host: ModelHost, *, features: bool = True) -> dict:
+        log_end = await self.storage.log_end(host.name)
+        if self.storage.shared and not host.owner:
+            position = await self.storage.applied_position(host.name)
+            public = host.describe(features=features, limit=self.settings.selected_features_max,
+                                   log_end=log_end)
+            public["log_position"] = position or public["log_position"]
+            return public
+        return host.describe(features=features, limit=self.settings.selected_features_max,
+                             log_end=log_end)
+
+    # -------------------------------------------------------------- log
+    async def append(self, host: ModelHost, batches: list[ExampleBatch], fmt: str) -> list[str]:
+        """Append validated batches (one log entry each) in the binary format."""
+        if any(b.names for b in batches):
+            for batch in batches:
+                host.remember_names(batch.names)
+        entries = [{b"fmt": b"bin", b"data": batch.encode()} for batch in batches]
+        try:
+            ids = await self.storage.append(host.name, entries)
+        except KeyError as exc:
+            raise ModelNotFoundError(f"no model named {host.name!r}") from exc
+        metrics.EXAMPLES_INGESTED.labels(host.name, fmt).inc(sum(len(b) for b in batches))
+        return ids
+
+    async def wait_applied(self, host: ModelHost, log_id: str) -> None:
+        timeout = self.settings.wait_timeout_seconds
+        if not self.storage.shared or host.owner:
+            if await host.wait_applied(log_id, timeout):
+                return
+        else:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                position = await self.storage.applied_position(host.name)
+                if id_key(position) >= id_key(log_id):
+                    return
+                await asyncio.sleep(0.02)
+        raise WaitTimeoutError(f"entries up to {log_id} were not applied within {timeout} s")
+
+    # -------------------------------------------------------------- predictions
+    async def predict(self, host: ModelHost, batch: ExampleBatch,
+                      with_ids: bool) -> tuple[np.ndarray, list[str] | None]:
+        learner = host.learner  # lock-free read (see README: predictions during a batch)
+        started = time.perf_counter()
+        if len(batch) > 256:
+            scores = await asyncio.to_thread(learner.decision_function, batch.X)
+        else:
+            scores = learner.decision_function(batch.X)
+        metrics.PREDICT_SECONDS.labels(host.name).observe(time.perf_counter() - started)
+        metrics.PREDICTIONS.labels(host.name).inc(len(batch))
+        ids = None
+        if with_ids:
+            ids = []
+            ttl = self.settings.prediction_ttl_seconds
+            for row in range(len(batch)):
+                prediction_id = uuid.uuid4().hex
+                X = batch.X.row_slice(row, row + 1)
+                blob = _SCORE.pack(float(scores[row])) + wire.encode_batch(
+                    X.indptr, X.indices, X.values, np.ones(1, dtype=np.int8))
+                await self.storage.put_pending(host.name, prediction_id, blob, ttl)
+                ids.append(prediction_id)
+        return scores, ids
+
+    async def feedback(self, host: ModelHost, prediction_id: str, label: int) -> dict | None:
+        """Learn from a labelled earlier prediction (appended to the log like any example)."""
+        blob = await self.storage.pop_pending(host.name, prediction_id)
+        if blob is None:
+            metrics.FEEDBACK.labels(host.name, "unknown").inc()
+            return None
+        (score,) = _SCORE.unpack_from(blob, 0)
+        indptr, indices, values, _ = wire.decode_batch(blob[_SCORE.size:])
+        data = wire.encode_batch(indptr, indices, values, np.array([label], dtype=np.int8))
+        (log_id,) = await self.storage.append(host.name, [{b"fmt": b"bin", b"data": data}])
+        predicted = 1 if score >= 0 else -1
+        metrics.FEEDBACK.labels(host.name, "correct" if predicted == label else "wrong").inc()
+        metrics.EXAMPLES_INGESTED.labels(host.name, "feedback").inc()
+        return {"score": score, "predicted_label": predicted, "label": label,
+                "correct": predicted == label, "log_id": log_id}
+
+    # -------------------------------------------------------------- snapshots
+    async def export_snapshot(self, host: ModelHost) -> bytes:
+        if self.storage.shared and not host.owner:
+            blob = await self.storage.load_snapshot(host.name)
+            if blob is not None:
+                return blob
+        blob, _ = await asyncio.to_thread(host.snapshot_blob)
+        return blob
+
+    async def restore_snapshot(self, host: ModelHost, blob: bytes) -> None:
+        """Replace the model with ``blob``, as of the log's current end: entries appended
+        before this call and not yet applied are superseded, later ones are applied."""
+        host.check_blob(blob)  # validate before anything changes
+        fold = self.folds.get(host.name)
+        if self.storage.shared and not host.owner and fold is not None:
+            await fold.hold_lease()
+        if self.storage.shared and not host.owner:
+            raise UnavailableError("this process does not own the model's fold; retry")
+        async with host.fold_lock:
+            log_end = await self.storage.log_end(host.name)
+            host.load_blob(blob, check_spec=True)
+            with host.lock:  # the snapshot's own id belongs to another log
+                host.applied_id = log_end
+            host.reposition = True
+            if fold is not None:
+                await fold.snapshot()
+        host.notify_applied()

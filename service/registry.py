@@ -1,0 +1,229 @@
+"""Live models: one :class:`ModelHost` per model (learner, log position, counters, lock).
+
+A model is a fold over its log: ``state_n = learner.partial_fit(state_{n-1}, entry_n)``.
+The host applies micro-batches (in a worker thread, under ``lock``), records the id of the
+last applied entry with the state, and writes snapshots holding both. Only the
+:mod:`service.consumer` mutates a learner; routes append to the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from algorithms.online import LEARNERS, learner_from_state
+from algorithms.serialization import StateFormatError, dumps_state, loads_state
+from service.errors import InputError, item_error
+from service.ingest import ExampleBatch
+from service.schemas import ModelCreate, ModelSpec
+from service.storage import id_key
+
+_SERVICE_KEYS = ("svc_log_id", "svc_progressive_examples", "svc_progressive_correct",
+                 "svc_feature_names", "svc_model")
+
+
+def new_learner(spec: ModelCreate):
+    """Construct the learner a spec describes; InputError naming the field otherwise."""
+    cls = LEARNERS.get(spec.algorithm)
+    if cls is None:
+        raise item_error(f"unknown algorithm {spec.algorithm!r}; known: {sorted(LEARNERS)}",
+                         field="algorithm")
+    try:
+        return cls(n_features=spec.dimension, budget=spec.budget, **spec.params)
+    except TypeError as exc:
+        raise item_error(f"{spec.algorithm}: {exc}", field="params") from exc
+    except ValueError as exc:
+        message = str(exc)
+        field = "budget" if "budget" in message else "params"
+        raise item_error(message, field=field) from exc
+
+
+def make_hasher(bits: int | None):
+    """``(namespace, name) -> index`` for hashed models (MurmurHash3, 2**bits)."""
+    if bits is None:
+        return None
+    from algorithms.sparse.hashing import FeatureHasher
+
+    hasher = FeatureHasher(bits)
+    return hasher.index
+
+
+class ModelHost:
+    """One model in this process."""
+
+    def __init__(self, spec: ModelSpec, *, feature_names_max: int = 100_000,
+                 chunk_examples: int = 256) -> None:
+        self.spec = spec
+        self.chunk_examples = chunk_examples
+        self.learner = new_learner(spec)
+        self.hasher = make_hasher(spec.hash_bits)
+        self.applied_id: str | None = None
+        self.progressive_examples = 0
+        self.progressive_correct = 0
+        self.names: dict[int, str] = {}
+        self.feature_names_max = feature_names_max
+        self.lock = threading.Lock()  # held while the learner changes
+        self.fold_lock = asyncio.Lock()  # held by the consumer around one micro-batch
+        self.owner = False
+        self.examples_since_snapshot = 0
+        self.last_snapshot_time = time.monotonic()
+        self.snapshot_id: str | None = None
+        self.reposition = False
+        self._applied_event = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def n_features(self) -> int:
+        return self.spec.dimension
+
+    # -------------------------------------------------------------- fold
+    def apply(self, batch: ExampleBatch | None, last_id: str) -> tuple[int, int]:
+        """Fold ``batch`` (entries up to ``last_id``) in; (examples, correct). Thread-safe."""
+        return self.apply_all([batch] if batch is not None else [], last_id)
+
+    def apply_all(self, batches: list[ExampleBatch], last_id: str) -> tuple[int, int]:
+        """Fold ``batches`` in order, then record ``last_id``, all under the lock: a
+        snapshot sees the state before or after the whole micro-batch, never inside it."""
+        with self.lock:
+            if id_key(last_id) <= id_key(self.applied_id):
+                return 0, 0
+            n = correct = 0
+            for batch in batches:
+                if not len(batch):
+                    continue
+                scores = self._progressive_fit(batch)
+                predicted = np.where(scores >= 0.0, 1, -1)
+                n += len(batch)
+                correct += int(np.count_nonzero(predicted == batch.labels))
+                if batch.names:
+                    self.remember_names(batch.names)
+            self.progressive_examples += n
+            self.progressive_correct += correct
+            self.examples_since_snapshot += n
+            self.applied_id = last_id
+        return n, correct
+
+    def _progressive_fit(self, batch: ExampleBatch) -> np.ndarray:
+        """One ordered pass, in pieces of ``chunk_examples`` rows: between two kernel calls
+        the GIL is free, so the event loop (predictions) never waits for a whole batch."""
+        n, step = len(batch), self.chunk_examples
+        if n <= step:
+            return self.learner.progressive_fit(batch.X, batch.labels)
+        scores = np.empty(n, dtype=np.float64)
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            scores[start:stop] = self.learner.progressive_fit(batch.X.row_slice(start, stop),
+                                                              batch.labels[start:stop])
+        return scores
+
+    def notify_applied(self) -> None:
+        event, self._applied_event = self._applied_event, asyncio.Event()
+        event.set()
+
+    async def wait_applied(self, log_id: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        target = id_key(log_id)
+        while id_key(self.applied_id) < target:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._applied_event.wait(), min(remaining, 0.5))
+        return True
+
+    def remember_names(self, names: dict[int, str]) -> None:
+        room = self.feature_names_max - len(self.names)
+        if room <= 0:
+            return
+        for index, name in names.items():
+            if index not in self.names:
+                self.names[index] = name
+                room -= 1
+                if room <= 0:
+                    return
+
+    # -------------------------------------------------------------- snapshots
+    def snapshot_blob(self, *, reset: bool = False) -> tuple[bytes, str | None]:
+        """Serialized state + the id of the last entry it includes (taken together)."""
+        with self.lock:
+            state = self.learner.state_dict()
+            log_id = self.applied_id
+            state.update(svc_log_id=log_id or "",
+                         svc_progressive_examples=self.progressive_examples,
+                         svc_progressive_correct=self.progressive_correct,
+                         svc_feature_names=[[int(k), v] for k, v in self.names.items()],
+                         svc_model=self.spec.model_dump(mode="json"))
+            if reset:
+                self.examples_since_snapshot = 0
+        return dumps_state(state), log_id
+
+    def check_blob(self, blob: bytes, *, check_spec: bool = True):
+        """Parse a snapshot and check it fits this model; InputError otherwise."""
+        learner, extra = parse_snapshot(blob)
+        if check_spec:
+            if learner.name != self.spec.algorithm:
+                raise item_error(f"snapshot is a {learner.name!r} model, this model is "
+                                 f"{self.spec.algorithm!r}", field="algorithm")
+            if learner.n_features != self.n_features:
+                raise item_error(f"snapshot has {learner.n_features} features, this model "
+                                 f"{self.n_features}", field="n_features")
+        return learner, extra
+
+    def load_blob(self, blob: bytes, *, check_spec: bool = True) -> None:
+        """Replace the state with a snapshot's; InputError when it does not fit."""
+        learner, extra = self.check_blob(blob, check_spec=check_spec)
+        with self.lock:
+            self.learner = learner
+            self.applied_id = extra["svc_log_id"] or None
+            self.progressive_examples = int(extra["svc_progressive_examples"])
+            self.progressive_correct = int(extra["svc_progressive_correct"])
+            self.names = {int(k): str(v) for k, v in extra["svc_feature_names"]}
+            self.examples_since_snapshot = 0
+        self.snapshot_id = self.applied_id
+
+    # -------------------------------------------------------------- reading
+    def describe(self, *, features: bool, limit: int, log_end: str | None) -> dict[str, Any]:
+        learner = self.learner
+        indices, values = learner.weights()
+        public: dict[str, Any] = dict(
+            name=self.name, algorithm=self.spec.algorithm, params=self.spec.params,
+            budget=self.spec.budget, n_features=self.n_features, hash_bits=self.spec.hash_bits,
+            created_at=self.spec.created_at, examples_applied=int(learner.n_examples_),
+            updates=int(learner.n_updates_), log_position=self.applied_id, log_end=log_end,
+            progressive_accuracy=(self.progressive_correct / self.progressive_examples
+                                  if self.progressive_examples else None),
+            progressive_examples=self.progressive_examples, n_selected=int(len(indices)),
+            owner=self.owner)
+        if features:
+            order = np.argsort(-np.abs(values), kind="stable")[:limit]
+            public["selected_features"] = [
+                {"index": int(indices[k]), "weight": float(values[k]),
+                 "name": self.names.get(int(indices[k]))} for k in order]
+        return public
+
+
+def parse_snapshot(blob: bytes):
+    """Snapshot bytes -> (learner, service metadata); InputError when invalid."""
+    try:
+        state = loads_state(blob)
+    except StateFormatError as exc:
+        raise item_error(f"not a valid snapshot: {exc}", field="body") from exc
+    extra = {key: state.pop(key, None) for key in _SERVICE_KEYS}
+    extra["svc_log_id"] = extra["svc_log_id"] or ""
+    extra["svc_progressive_examples"] = extra["svc_progressive_examples"] or 0
+    extra["svc_progressive_correct"] = extra["svc_progressive_correct"] or 0
+    extra["svc_feature_names"] = extra["svc_feature_names"] or []
+    try:
+        learner = learner_from_state(state)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"snapshot state does not describe a learner: {exc!r}",
+                         [{"field": "body", "message": str(exc)}]) from exc
+    return learner, extra

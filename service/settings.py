@@ -1,0 +1,47 @@
+"""Service settings, from the environment (prefix ``FEATUREBUDGET_``) or arguments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """All knobs of the service; ``FEATUREBUDGET_<NAME>`` sets each one."""
+
+    model_config = SettingsConfigDict(env_prefix="FEATUREBUDGET_", extra="ignore")
+
+    redis_url: str | None = Field(default=None, description="Redis URL; unset = embedded")
+    data_dir: Path = Field(default=Path("./data"), description="embedded backend directory")
+    fsync: bool = Field(default=False, description="fsync the local log on every append")
+    log_segment_bytes: int = 64 << 20
+    api_keys: str = Field(default="", description="comma-separated; 'key:read' = predict only")
+    max_body_bytes: int = 32 << 20
+    microbatch_max_entries: int = 16
+    apply_chunk_examples: int = 256  # rows per kernel call (bounds event-loop stalls)
+    consumer_block_ms: int = 200
+    prefetch: bool = True  # read the next micro-batch while one is applied
+    snapshot_every_examples: int = 100_000
+    snapshot_every_seconds: float = 60.0
+    trim_log: bool = True
+    prediction_ttl_seconds: float = 3600.0
+    wait_timeout_seconds: float = 60.0
+    autoclaim_idle_ms: int = 30_000
+    deadletter_maxlen: int = 10_000
+    lease_seconds: float = 10.0
+    feature_names_max: int = 100_000
+    selected_features_max: int = 1000
+
+    def key_roles(self) -> dict[str, str]:
+        """API key -> 'write' or 'read'. Empty when no keys are configured (open)."""
+        roles = {}
+        for raw in self.api_keys.split(","):
+            raw = raw.strip()
+            if not raw:
+                continue
+            key, _, role = raw.partition(":")
+            roles[key] = "read" if role.strip().lower() in ("read", "ro", "readonly") \
+                else "write"
+        return roles

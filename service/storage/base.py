@@ -1,0 +1,130 @@
+"""The storage abstraction: model configs, per-model logs, snapshots, pending predictions.
+
+Two backends implement it: :mod:`service.storage.local` (embedded default: files in a data
+directory) and :mod:`service.storage.redis` (Redis streams). Log ids are strings that
+compare by :func:`id_key` (Redis ``ms-seq``; local ``seq``).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+
+def id_key(log_id: str | bytes | None) -> tuple[int, int]:
+    """Sort key of a log id; ``None`` (nothing) sorts first."""
+    if log_id is None:
+        return (-1, -1)
+    if isinstance(log_id, bytes):
+        log_id = log_id.decode()
+    ms, _, seq = log_id.partition("-")
+    return (int(ms), int(seq or 0))
+
+
+@dataclass
+class LogEntry:
+    id: str
+    fields: dict  # bytes keys: b"data", optional b"fmt"
+
+
+class LogReader(abc.ABC):
+    """One consumer of one model's log: delivers entries after a position, in log order."""
+
+    @abc.abstractmethod
+    async def start(self, after_id: str | None) -> None:
+        """Position the reader right after ``after_id`` (``None``: the log's start)."""
+
+    @abc.abstractmethod
+    async def read(self, count: int, block_ms: int) -> list[LogEntry]:
+        """Up to ``count`` entries; waits up to ``block_ms`` when none is there."""
+
+    @abc.abstractmethod
+    async def ack(self, ids: list[str]) -> None:
+        """Acknowledge entries that were applied (or dead-lettered)."""
+
+    async def reclaim(self, applied_id: str | None) -> int:
+        """Acknowledge stale pending entries of dead consumers (<= applied); count."""
+        return 0
+
+
+class Storage(abc.ABC):
+    kind: str = "abstract"
+    shared: bool = False  # whether several processes may share it
+
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    async def close(self) -> None:  # noqa: B027
+        pass
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Raise when the storage is unreachable."""
+
+    # models
+    @abc.abstractmethod
+    async def save_model(self, name: str, spec: bytes, *, create: bool) -> bool:
+        """Store a model config; with ``create``, False when the name is taken."""
+
+    @abc.abstractmethod
+    async def load_models(self) -> dict[str, bytes]: ...
+
+    @abc.abstractmethod
+    async def delete_model(self, name: str) -> bool:
+        """Delete config, log, snapshot; False when there was no such model."""
+
+    # log
+    @abc.abstractmethod
+    async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
+        """Append entries atomically in order; return their ids (durable once returned)."""
+
+    @abc.abstractmethod
+    async def log_end(self, model: str) -> str | None: ...
+
+    @abc.abstractmethod
+    async def read_range(self, model: str, after_id: str | None, count: int) -> list[LogEntry]:
+        """Entries strictly after ``after_id`` in log order (no consumer state)."""
+
+    @abc.abstractmethod
+    async def trim(self, model: str, keep_from_id: str) -> None:
+        """Drop entries strictly before ``keep_from_id`` (never one still needed)."""
+
+    @abc.abstractmethod
+    def reader(self, model: str, consumer: str) -> LogReader: ...
+
+    @abc.abstractmethod
+    async def deadletter(self, model: str, entry: LogEntry, reason: str) -> None: ...
+
+    @abc.abstractmethod
+    async def read_deadletters(self, model: str, count: int = 100) -> list[dict]: ...
+
+    # snapshots: the state and the id of the last entry it includes, written together
+    @abc.abstractmethod
+    async def save_snapshot(self, model: str, blob: bytes, log_id: str | None) -> None: ...
+
+    @abc.abstractmethod
+    async def load_snapshot(self, model: str) -> bytes | None: ...
+
+    @abc.abstractmethod
+    async def snapshot_position(self, model: str) -> str | None: ...
+
+    # pending predictions (delayed feedback)
+    @abc.abstractmethod
+    async def put_pending(self, model: str, prediction_id: str, blob: bytes,
+                          ttl_seconds: float) -> None: ...
+
+    @abc.abstractmethod
+    async def pop_pending(self, model: str, prediction_id: str) -> bytes | None: ...
+
+    # ownership (one process folds a model's log at a time)
+    async def acquire_lease(self, model: str, owner: str, ttl_seconds: float) -> bool:
+        return True
+
+    async def release_lease(self, model: str, owner: str) -> None:  # noqa: B027
+        pass
+
+    async def publish_applied(self, model: str, log_id: str) -> None:  # noqa: B027
+        pass
+
+    async def applied_position(self, model: str) -> str | None:
+        return None

@@ -1,0 +1,350 @@
+"""Embedded backend: an append-only segmented log and atomic snapshot files per model.
+
+Layout under the data directory::
+
+    models/<m>/model.json           config (written atomically: temp file, fsync, rename)
+    models/<m>/snapshot.fbs         latest snapshot (same)
+    models/<m>/log/<seq:020d>.seg   log segments; the name is the first id in the segment
+    models/<m>/deadletter.jsonl     rejected entries with the reason
+
+A log record is ``<u32 payload length><u32 crc32(seq + payload)><u64 seq>`` + payload, where
+the payload is one format byte (``b`` bin, ``j`` json, ``l`` libsvm) and the data. Ids are
+consecutive integers from 1. On open, each segment is scanned; the first record whose frame
+or checksum does not hold is a torn tail (a write cut short by a crash) and the segment is
+truncated there. A record is written with one ``write`` call before the append returns, so
+a process crash (SIGKILL) never loses an acknowledged entry; with ``fsync=True`` neither
+does a power loss. One process owns a data directory (an exclusive ``flock``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import fcntl
+import json
+import os
+import shutil
+import struct
+import time
+import uuid
+import zlib
+from pathlib import Path
+
+from service.storage.base import LogEntry, LogReader, Storage, id_key
+
+_FRAME = struct.Struct("<IIQ")
+_FORMAT_CODES = {b"bin": b"b", b"json": b"j", b"libsvm": b"l"}
+_FORMAT_NAMES = {v: k for k, v in _FORMAT_CODES.items()}
+MAX_RECORD = 1 << 30
+
+
+def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old or the new file, never a part."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        if fsync:
+            os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    if fsync:
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+class _Segment:
+    def __init__(self, path: Path, first_seq: int) -> None:
+        self.path = path
+        self.first_seq = first_seq
+        self.offsets: list[int] = []  # offset of record k (seq first_seq + k)
+        self.size = 0
+
+    @property
+    def next_seq(self) -> int:
+        return self.first_seq + len(self.offsets)
+
+
+class LocalLog:
+    """One model's segmented log (single process)."""
+
+    def __init__(self, directory: Path, *, segment_bytes: int, fsync: bool) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.fsync = fsync
+        self.segments: list[_Segment] = []
+        self.torn_bytes = 0
+        self._handle = None
+        self.appended = asyncio.Event()
+        directory.mkdir(parents=True, exist_ok=True)
+        for path in sorted(directory.glob("*.seg")):
+            segment = _Segment(path, int(path.stem))
+            self._scan(segment)
+            self.segments.append(segment)
+        if not self.segments:
+            self._new_segment(1)
+        self._handle = open(self.segments[-1].path, "ab", buffering=0)  # noqa: SIM115
+
+    def _scan(self, segment: _Segment) -> None:
+        data = segment.path.read_bytes()
+        offset, seq = 0, segment.first_seq
+        while offset + _FRAME.size <= len(data):
+            length, crc, record_seq = _FRAME.unpack_from(data, offset)
+            end = offset + _FRAME.size + length
+            if record_seq != seq or length > MAX_RECORD or end > len(data):
+                break
+            payload = data[offset + _FRAME.size:end]
+            if zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq))) != crc:
+                break
+            segment.offsets.append(offset)
+            offset, seq = end, seq + 1
+        if offset != len(data):  # torn tail: cut it off
+            self.torn_bytes += len(data) - offset
+            with open(segment.path, "r+b") as handle:
+                handle.truncate(offset)
+                handle.flush()
+                os.fsync(handle.fileno())
+        segment.size = offset
+
+    def _new_segment(self, first_seq: int) -> None:
+        path = self.directory / f"{first_seq:020d}.seg"
+        path.touch()
+        self.segments.append(_Segment(path, first_seq))
+
+    @property
+    def last_seq(self) -> int:
+        return self.segments[-1].next_seq - 1
+
+    def append(self, entries: list[tuple[bytes, bytes]]) -> list[str]:
+        """Append ``(format, data)`` records; one write call for the batch. O(bytes)."""
+        segment = self.segments[-1]
+        if segment.size >= self.segment_bytes and segment.offsets:
+            self._handle.close()
+            self._new_segment(segment.next_seq)
+            segment = self.segments[-1]
+            self._handle = open(segment.path, "ab", buffering=0)  # noqa: SIM115
+        chunks, ids, offsets = [], [], []
+        seq, offset = segment.next_seq, segment.size
+        for fmt, data in entries:
+            payload = _FORMAT_CODES.get(fmt, b"l") + data
+            crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq)))
+            chunks.append(_FRAME.pack(len(payload), crc, seq))
+            chunks.append(payload)
+            offsets.append(offset)
+            ids.append(str(seq))
+            offset += _FRAME.size + len(payload)
+            seq += 1
+        blob = b"".join(chunks)
+        written = 0
+        view = memoryview(blob)
+        while written < len(blob):
+            written += self._handle.write(view[written:])
+        if self.fsync:
+            os.fsync(self._handle.fileno())
+        segment.offsets.extend(offsets)
+        segment.size = offset
+        self.appended.set()
+        return ids
+
+    def read(self, after_seq: int, count: int) -> list[LogEntry]:
+        """Records with seq > after_seq, at most ``count``."""
+        seq = max(after_seq + 1, self.segments[0].first_seq)
+        out: list[LogEntry] = []
+        position = bisect.bisect_right([s.first_seq for s in self.segments], seq) - 1
+        while position < len(self.segments) and len(out) < count:
+            segment = self.segments[position]
+            k = seq - segment.first_seq
+            if k < len(segment.offsets):
+                stop = min(len(segment.offsets), k + count - len(out))
+                start_offset = segment.offsets[k]
+                end_offset = segment.offsets[stop] if stop < len(segment.offsets) \
+                    else segment.size
+                with open(segment.path, "rb") as handle:
+                    handle.seek(start_offset)
+                    data = handle.read(end_offset - start_offset)
+                offset = 0
+                for record_seq in range(seq, segment.first_seq + stop):
+                    length, _, _ = _FRAME.unpack_from(data, offset)
+                    payload = data[offset + _FRAME.size:offset + _FRAME.size + length]
+                    out.append(LogEntry(str(record_seq), {
+                        b"fmt": _FORMAT_NAMES.get(payload[:1], b"libsvm"),
+                        b"data": payload[1:]}))
+                    offset += _FRAME.size + length
+                seq = segment.first_seq + stop
+            position += 1
+        return out
+
+    def trim(self, keep_from_seq: int) -> None:
+        """Delete whole segments whose records are all < keep_from_seq."""
+        while len(self.segments) > 1 and self.segments[1].first_seq <= keep_from_seq:
+            self.segments.pop(0).path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class _LocalReader(LogReader):
+    def __init__(self, log: LocalLog) -> None:
+        self.log = log
+        self.position = 0
+
+    async def start(self, after_id: str | None) -> None:
+        self.position = int(after_id) if after_id else 0
+
+    async def read(self, count: int, block_ms: int) -> list[LogEntry]:
+        if self.log.last_seq <= self.position:
+            self.log.appended.clear()
+            if self.log.last_seq <= self.position:
+                try:
+                    await asyncio.wait_for(self.log.appended.wait(), block_ms / 1000)
+                except TimeoutError:
+                    return []
+        entries = self.log.read(self.position, count)
+        if entries:
+            self.position = int(entries[-1].id)
+        return entries
+
+    async def ack(self, ids: list[str]) -> None:
+        return None
+
+
+class LocalStorage(Storage):
+    kind = "local"
+
+    def __init__(self, data_dir: str | os.PathLike, *, segment_bytes: int = 64 << 20,
+                 fsync: bool = False) -> None:
+        self.root = Path(data_dir)
+        self.segment_bytes = segment_bytes
+        self.fsync = fsync
+        self._logs: dict[str, LocalLog] = {}
+        self._pending: dict[tuple[str, str], tuple[float, bytes]] = {}
+        self._lock_handle = None
+
+    async def open(self) -> None:
+        (self.root / "models").mkdir(parents=True, exist_ok=True)
+        self._lock_handle = open(self.root / ".lock", "a+")  # noqa: SIM115
+        try:
+            fcntl.flock(self._lock_handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise RuntimeError(f"data directory {self.root} is in use by another process; "
+                               "the embedded backend serves from one process (use Redis "
+                               "for several workers)") from exc
+
+    async def close(self) -> None:
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
+        if self._lock_handle is not None:
+            self._lock_handle.close()
+            self._lock_handle = None
+
+    async def ping(self) -> None:
+        if not (self.root / "models").is_dir():
+            raise RuntimeError(f"data directory {self.root} is missing")
+
+    def _dir(self, model: str) -> Path:
+        return self.root / "models" / model
+
+    def _log(self, model: str) -> LocalLog:
+        log = self._logs.get(model)
+        if log is None:
+            if not (self._dir(model) / "model.json").exists():
+                raise KeyError(model)
+            log = LocalLog(self._dir(model) / "log", segment_bytes=self.segment_bytes,
+                           fsync=self.fsync)
+            self._logs[model] = log
+        return log
+
+    async def save_model(self, name: str, spec: bytes, *, create: bool) -> bool:
+        directory = self._dir(name)
+        if create and (directory / "model.json").exists():
+            return False
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write(directory / "model.json", spec)
+        return True
+
+    async def load_models(self) -> dict[str, bytes]:
+        models = {}
+        for path in sorted((self.root / "models").glob("*/model.json")):
+            models[path.parent.name] = path.read_bytes()
+        return models
+
+    async def delete_model(self, name: str) -> bool:
+        directory = self._dir(name)
+        if not (directory / "model.json").exists():
+            return False
+        log = self._logs.pop(name, None)
+        if log is not None:
+            log.close()
+        trash = self.root / "trash"
+        trash.mkdir(exist_ok=True)
+        target = trash / f"{name}.{uuid.uuid4().hex}"
+        os.replace(directory, target)  # atomic: the model is gone in one step
+        shutil.rmtree(target, ignore_errors=True)
+        for key in [k for k in self._pending if k[0] == name]:
+            del self._pending[key]
+        return True
+
+    async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
+        log = self._log(model)
+        return log.append([(e.get(b"fmt", b"bin"), e[b"data"]) for e in entries])
+
+    async def log_end(self, model: str) -> str | None:
+        last = self._log(model).last_seq
+        return str(last) if last > 0 else None
+
+    async def read_range(self, model: str, after_id: str | None, count: int) -> list[LogEntry]:
+        return self._log(model).read(int(after_id) if after_id else 0, count)
+
+    async def trim(self, model: str, keep_from_id: str) -> None:
+        self._log(model).trim(int(keep_from_id))
+
+    def reader(self, model: str, consumer: str) -> LogReader:
+        return _LocalReader(self._log(model))
+
+    async def deadletter(self, model: str, entry: LogEntry, reason: str) -> None:
+        record = {"id": entry.id, "reason": reason, "time": time.time(),
+                  "fmt": (entry.fields.get(b"fmt") or b"").decode(),
+                  "data": entry.fields.get(b"data", b"")[:65536].decode("latin-1")}
+        with open(self._dir(model) / "deadletter.jsonl", "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    async def read_deadletters(self, model: str, count: int = 100) -> list[dict]:
+        path = self._dir(model) / "deadletter.jsonl"
+        if not path.exists():
+            return []
+        lines = path.read_text().splitlines()[-count:]
+        return [json.loads(line) for line in lines]
+
+    async def save_snapshot(self, model: str, blob: bytes, log_id: str | None) -> None:
+        directory = self._dir(model)
+        if directory.exists():
+            atomic_write(directory / "snapshot.fbs", blob)
+
+    async def load_snapshot(self, model: str) -> bytes | None:
+        path = self._dir(model) / "snapshot.fbs"
+        return path.read_bytes() if path.exists() else None
+
+    async def snapshot_position(self, model: str) -> str | None:
+        return None
+
+    async def put_pending(self, model: str, prediction_id: str, blob: bytes,
+                          ttl_seconds: float) -> None:
+        now = time.monotonic()
+        if len(self._pending) > 10000:
+            for key in [k for k, (expiry, _) in self._pending.items() if expiry < now]:
+                del self._pending[key]
+        self._pending[(model, prediction_id)] = (now + ttl_seconds, blob)
+
+    async def pop_pending(self, model: str, prediction_id: str) -> bytes | None:
+        item = self._pending.pop((model, prediction_id), None)
+        if item is None or item[0] < time.monotonic():
+            return None
+        return item[1]
+
+
+__all__ = ["LocalLog", "LocalStorage", "atomic_write", "id_key"]

@@ -1,0 +1,215 @@
+"""Redis backend: each model's log is the stream ``featurebudget:{m}:examples``.
+
+The owner of a model (a lease key) reads the stream through the consumer group
+``featurebudget-learners``. On start it moves the group's position to the id stored with
+the latest snapshot (``XGROUP SETID``), so everything after the snapshot is delivered again
+in log order and entries at or before it are skipped: applying is idempotent by id. Entries
+are acknowledged (``XACK``) after they are applied; pending entries of dead consumers are
+reclaimed with ``XAUTOCLAIM`` and acknowledged when already applied (later ones come again
+through ``>``, in order). After a snapshot the stream is trimmed with ``XTRIM MINID`` at
+the snapshot's id, so an entry that a snapshot or consumer still needs is never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import redis
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from service import wire
+from service.storage.base import LogEntry, LogReader, Storage
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class _RedisReader(LogReader):
+    """Reads with a *blocking* client in a worker thread: big XREADGROUP replies (MBs of
+    binary batches) are parsed far faster from a plain socket than through asyncio's
+    64 KiB flow-controlled stream reader, and the event loop stays free meanwhile."""
+
+    def __init__(self, client: aioredis.Redis, sync_client, model: str, consumer: str,
+                 autoclaim_idle_ms: int) -> None:
+        self.client = client
+        self.sync_client = sync_client
+        self.key = wire.log_key(model)
+        self.consumer = consumer
+        self.autoclaim_idle_ms = autoclaim_idle_ms
+
+    async def start(self, after_id: str | None) -> None:
+        try:
+            await self.client.xgroup_create(self.key, wire.CONSUMER_GROUP, id="0",
+                                            mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        await self.client.xgroup_setid(self.key, wire.CONSUMER_GROUP, after_id or "0")
+
+    async def read(self, count: int, block_ms: int) -> list[LogEntry]:
+        response = await asyncio.to_thread(
+            self.sync_client.xreadgroup, wire.CONSUMER_GROUP, self.consumer, {self.key: ">"},
+            count=count, block=max(1, block_ms))
+        if not response:
+            return []
+        _, messages = response[0]
+        return [LogEntry(_text(i), fields) for i, fields in messages if fields is not None]
+
+    async def ack(self, ids: list[str]) -> None:
+        if ids:
+            await self.client.xack(self.key, wire.CONSUMER_GROUP, *ids)
+
+    async def reclaim(self, applied_id: str | None) -> int:
+        """XAUTOCLAIM idle entries; ack those already applied (or deleted)."""
+        from service.storage.base import id_key
+
+        acked, start = 0, "0-0"
+        applied = id_key(applied_id)
+        while True:
+            result = await self.client.xautoclaim(
+                self.key, wire.CONSUMER_GROUP, self.consumer,
+                min_idle_time=self.autoclaim_idle_ms, start_id=start, count=500)
+            start, messages = result[0], result[1]
+            deleted = result[2] if len(result) > 2 else []
+            done = [_text(i) for i, _ in messages if id_key(_text(i)) <= applied]
+            done += [_text(i) for i in deleted]
+            if done:
+                await self.client.xack(self.key, wire.CONSUMER_GROUP, *done)
+                acked += len(done)
+            if _text(start) == "0-0":
+                return acked
+
+
+class RedisStorage(Storage):
+    kind = "redis"
+    shared = True
+
+    def __init__(self, url: str, *, autoclaim_idle_ms: int = 30000,
+                 deadletter_maxlen: int = 10000) -> None:
+        self.url = url
+        self.client: aioredis.Redis | None = None
+        self.autoclaim_idle_ms = autoclaim_idle_ms
+        self.deadletter_maxlen = deadletter_maxlen
+
+    async def open(self) -> None:
+        self.client = aioredis.from_url(self.url, decode_responses=False)
+        await self.client.ping()
+        self.sync_client = redis.Redis.from_url(self.url, decode_responses=False,
+                                                socket_read_size=1 << 20)
+        self._renew = self.client.register_script(_RENEW)
+        self._release = self.client.register_script(_RELEASE)
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
+            self.sync_client.close()
+
+    async def ping(self) -> None:
+        await self.client.ping()
+
+    async def save_model(self, name: str, spec: bytes, *, create: bool) -> bool:
+        if create:
+            return bool(await self.client.hsetnx(wire.MODELS_KEY, name, spec))
+        await self.client.hset(wire.MODELS_KEY, name, spec)
+        return True
+
+    async def load_models(self) -> dict[str, bytes]:
+        raw = await self.client.hgetall(wire.MODELS_KEY)
+        return {_text(k): v for k, v in sorted(raw.items())}
+
+    async def delete_model(self, name: str) -> bool:
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.hdel(wire.MODELS_KEY, name)
+            pipe.delete(wire.log_key(name), wire.snapshot_key(name),
+                        wire.deadletter_key(name), wire.applied_key(name),
+                        wire.lease_key(name))
+            removed, _ = await pipe.execute()
+        return bool(removed)
+
+    async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
+        key = wire.log_key(model)
+        async with self.client.pipeline(transaction=True) as pipe:
+            for entry in entries:
+                pipe.xadd(key, entry)
+            ids = await pipe.execute()
+        return [_text(i) for i in ids]
+
+    async def log_end(self, model: str) -> str | None:
+        last = await self.client.xrevrange(wire.log_key(model), count=1)
+        return _text(last[0][0]) if last else None
+
+    async def read_range(self, model: str, after_id: str | None, count: int) -> list[LogEntry]:
+        start = f"({after_id}" if after_id else "-"
+        messages = await self.client.xrange(wire.log_key(model), min=start, count=count)
+        return [LogEntry(_text(i), fields) for i, fields in messages]
+
+    async def trim(self, model: str, keep_from_id: str) -> None:
+        await self.client.xtrim(wire.log_key(model), minid=keep_from_id, approximate=False)
+
+    def reader(self, model: str, consumer: str) -> LogReader:
+        return _RedisReader(self.client, self.sync_client, model, consumer,
+                            self.autoclaim_idle_ms)
+
+    async def deadletter(self, model: str, entry: LogEntry, reason: str) -> None:
+        fields = {b"source_id": entry.id.encode(), b"reason": reason.encode(),
+                  b"time": repr(time.time()).encode(),
+                  b"fmt": entry.fields.get(b"fmt", b""),
+                  b"data": entry.fields.get(b"data", b"")[:65536]}
+        await self.client.xadd(wire.deadletter_key(model), fields,
+                               maxlen=self.deadletter_maxlen, approximate=True)
+
+    async def read_deadletters(self, model: str, count: int = 100) -> list[dict]:
+        messages = await self.client.xrevrange(wire.deadletter_key(model), count=count)
+        return [{"id": _text(fields.get(b"source_id", b"")),
+                 "reason": _text(fields.get(b"reason", b"")),
+                 "fmt": _text(fields.get(b"fmt", b""))} for _, fields in reversed(messages)]
+
+    async def save_snapshot(self, model: str, blob: bytes, log_id: str | None) -> None:
+        await self.client.hset(wire.snapshot_key(model),
+                               mapping={b"state": blob, b"log_id": (log_id or "").encode()})
+
+    async def load_snapshot(self, model: str) -> bytes | None:
+        return await self.client.hget(wire.snapshot_key(model), b"state")
+
+    async def snapshot_position(self, model: str) -> str | None:
+        value = await self.client.hget(wire.snapshot_key(model), b"log_id")
+        return _text(value) if value else None
+
+    async def put_pending(self, model: str, prediction_id: str, blob: bytes,
+                          ttl_seconds: float) -> None:
+        await self.client.set(wire.pending_key(model, prediction_id), blob,
+                              px=max(1, int(ttl_seconds * 1000)))
+
+    async def pop_pending(self, model: str, prediction_id: str) -> bytes | None:
+        return await self.client.getdel(wire.pending_key(model, prediction_id))
+
+    async def acquire_lease(self, model: str, owner: str, ttl_seconds: float) -> bool:
+        ttl_ms = int(ttl_seconds * 1000)
+        if await self._renew(keys=[wire.lease_key(model)], args=[owner, ttl_ms]):
+            return True
+        return bool(await self.client.set(wire.lease_key(model), owner, nx=True, px=ttl_ms))
+
+    async def release_lease(self, model: str, owner: str) -> None:
+        await self._release(keys=[wire.lease_key(model)], args=[owner])
+
+    async def publish_applied(self, model: str, log_id: str) -> None:
+        await self.client.set(wire.applied_key(model), log_id)
+
+    async def applied_position(self, model: str) -> str | None:
+        value = await self.client.get(wire.applied_key(model))
+        return _text(value) if value else None

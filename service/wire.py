@@ -1,0 +1,142 @@
+"""The wire formats shared by the service and its producers (numpy only; clients import it).
+
+Redis keys (``{m}`` is the model name, which is also the Redis Cluster hash tag)::
+
+    featurebudget:{m}:examples    the model's log: a Redis stream any producer may XADD to
+    featurebudget:{m}:deadletter  malformed log entries, with the reason
+    featurebudget:{m}:snapshot    the latest snapshot (state + id of the last applied entry)
+    featurebudget:{m}:lease       which process folds the log into the learner
+    featurebudget:{m}:applied     id of the last applied entry (for ?wait=true elsewhere)
+    featurebudget:models          hash: model name -> model config (JSON)
+
+A stream entry has a field ``data`` and an optional field ``fmt``:
+
+* ``fmt=libsvm``: one or more ``label idx:val ...`` lines (``\\n``-separated), labels ±1;
+  indices 1-based unless the model was created with ``libsvm_zero_based``.
+* ``fmt=json``: one example object, a list of them, or ``{"examples": [...]}``; each is
+  ``{"indices": [...], "values": [...], "label": ±1}`` (0-based) or
+  ``{"features": {"namespace": {"name": value}}, "label": ±1}`` for hashed models.
+* ``fmt=bin``: the compact binary batch below (what ``StreamProducer`` writes).
+
+Without ``fmt`` the format is inferred (``FBX1`` magic -> bin, ``{``/``[`` -> json, else
+libsvm).
+
+Compact binary batch ``FBX1`` (little-endian)::
+
+    offset 0   4s   magic b"FBX1"
+    offset 4   u8   bytes per value: 4 (float32) or 8 (float64)
+    offset 5   u8   reserved (0)
+    offset 6   u16  reserved (0)
+    offset 8   u32  n, number of examples
+    offset 12  u32  nnz, total non-zeros
+    offset 16  u32[n]     non-zeros per example
+               i32[nnz]   feature indices (0-based), example after example
+               f32|f64[nnz] values
+               i8[n]      labels, -1 or +1
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+MAGIC = b"FBX1"
+_HEADER = struct.Struct("<4sBBHII")
+HEADER_BYTES = _HEADER.size
+
+KEY_PREFIX = "featurebudget"
+MODELS_KEY = f"{KEY_PREFIX}:models"
+CONSUMER_GROUP = "featurebudget-learners"
+
+
+def log_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:examples"
+
+
+def deadletter_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:deadletter"
+
+
+def snapshot_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:snapshot"
+
+
+def lease_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:lease"
+
+
+def applied_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:applied"
+
+
+def pending_key(model: str, prediction_id: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:prediction:{prediction_id}"
+
+
+class WireFormatError(ValueError):
+    """A binary batch whose layout is inconsistent."""
+
+
+def encode_batch(indptr, indices, values, labels, *, value_bytes: int = 8) -> bytes:
+    """Encode a CSR batch with labels as an ``FBX1`` payload. O(nnz)."""
+    if value_bytes not in (4, 8):
+        raise ValueError("value_bytes must be 4 or 8")
+    indptr = np.asarray(indptr, dtype=np.int64)
+    lengths = np.diff(indptr).astype("<u4")
+    n, nnz = len(lengths), int(indptr[-1] - indptr[0])
+    vdtype = "<f4" if value_bytes == 4 else "<f8"
+    parts = [
+        _HEADER.pack(MAGIC, value_bytes, 0, 0, n, nnz),
+        lengths.tobytes(),
+        np.asarray(indices, dtype="<i4")[indptr[0]:indptr[0] + nnz].tobytes(),
+        np.asarray(values, dtype=vdtype)[indptr[0]:indptr[0] + nnz].tobytes(),
+        np.asarray(labels).astype("<i1").tobytes(),
+    ]
+    return b"".join(parts)
+
+
+def decode_batch(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Decode an ``FBX1`` payload -> (indptr int64, indices int32, values float64, labels int8).
+
+    Checks the layout only (sizes, label set); feature validity is checked by the caller
+    against the model. Raises :class:`WireFormatError`. O(nnz).
+    """
+    if len(data) < HEADER_BYTES:
+        raise WireFormatError("binary batch shorter than its 16-byte header")
+    magic, value_bytes, _, _, n, nnz = _HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise WireFormatError("binary batch does not start with the magic FBX1")
+    if value_bytes not in (4, 8):
+        raise WireFormatError(f"binary batch has value width {value_bytes}, expected 4 or 8")
+    expected = HEADER_BYTES + 4 * n + 4 * nnz + value_bytes * nnz + n
+    if len(data) != expected:
+        raise WireFormatError(
+            f"binary batch of n={n}, nnz={nnz} must be {expected} bytes, got {len(data)}")
+    offset = HEADER_BYTES
+    lengths = np.frombuffer(data, dtype="<u4", count=n, offset=offset)
+    offset += 4 * n
+    indices = np.frombuffer(data, dtype="<i4", count=nnz, offset=offset).astype(np.int32)
+    offset += 4 * nnz
+    vdtype = "<f4" if value_bytes == 4 else "<f8"
+    values = np.frombuffer(data, dtype=vdtype, count=nnz, offset=offset).astype(np.float64)
+    offset += value_bytes * nnz
+    labels = np.frombuffer(data, dtype="<i1", count=n, offset=offset).copy()
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    if indptr[-1] != nnz:
+        raise WireFormatError(f"row lengths sum to {int(indptr[-1])}, header says nnz={nnz}")
+    bad = np.flatnonzero((labels != 1) & (labels != -1))
+    if len(bad):
+        raise WireFormatError(f"example {int(bad[0])}: label {int(labels[bad[0]])} is not -1 or +1")
+    return indptr, indices, values, labels
+
+
+def infer_format(data: bytes) -> str:
+    """The format of an entry without an explicit ``fmt`` field."""
+    if data[:4] == MAGIC:
+        return "bin"
+    head = data.lstrip()[:1]
+    if head in (b"{", b"["):
+        return "json"
+    return "libsvm"

@@ -1,0 +1,132 @@
+"""Redis stream ingestion against a real Redis: formats, dead letters, reclaim, trimming."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from algorithms.online import LEARNERS
+from algorithms.serialization import loads_state
+from clients.stream import StreamProducer
+from service import wire
+from service.app import create_app
+from service.settings import Settings
+from tests.service.conftest import create, json_examples, libsvm_text, same_state
+
+pytestmark = pytest.mark.redis
+
+
+def wait_for(predicate, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not reached")
+
+
+def settings(redis_url, **extra) -> Settings:
+    return Settings(redis_url=redis_url, consumer_block_ms=50, snapshot_every_seconds=3600,
+                    **extra)
+
+
+def test_stream_entries_in_every_format_and_dead_letters(redis_url, x1):
+    X, y = x1
+    r = redis.Redis.from_url(redis_url)
+    with TestClient(create_app(settings(redis_url))) as client:
+        create(client)
+        key = wire.log_key("m")
+        with StreamProducer(r, "m", batch_size=40, value_bytes=8) as producer:
+            producer.add_batch(X.indptr[:101], X.indices, X.values, y[:100])
+        r.xadd(key, {"data": b"garbage that is not libsvm"})
+        r.xadd(key, {"fmt": "libsvm", "data": libsvm_text(X, y, 100, 150)})
+        r.xadd(key, {"fmt": "bin", "data": b"FBX1\x08\x00\x00\x00short"})
+        import orjson
+
+        r.xadd(key, {"fmt": "json", "data": orjson.dumps(json_examples(X, y, 150, 200))})
+        r.xadd(key, {"fmt": "json", "data": b'[{"indices": [1], "values": [1], "label": 3}]'})
+        last = r.xadd(key, {"data": orjson.dumps({"examples": json_examples(X, y, 200, 210)})})
+        wait_for(lambda: client.get("/v1/models/m").json()["log_position"] == last.decode())
+        info = client.get("/v1/models/m").json()
+        assert info["examples_applied"] == 210
+        oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
+            X.row_slice(0, 210), y[:210].astype(float))
+        state = loads_state(client.get("/v1/models/m/snapshot").content)
+        assert same_state(state, oracle.state_dict())
+        dead = client.get("/v1/models/m/deadletters").json()["entries"]
+        assert len(dead) == 3
+        assert "label" in dead[0]["reason"] and "header" in dead[1]["reason"]
+        assert "item 0" in dead[2]["reason"]
+        assert r.xlen(wire.deadletter_key("m")) == 3
+        assert 'featurebudget_deadletter_entries_total{model="m"} 3.0' in \
+            client.get("/metrics").text
+        pending = r.xpending(key, wire.CONSUMER_GROUP)
+        assert pending["pending"] == 0  # everything acked, the bad entries too
+
+
+def test_reclaims_entries_of_a_dead_consumer_exactly_once(redis_url, x1):
+    X, y = x1
+    r = redis.Redis.from_url(redis_url)
+    with TestClient(create_app(settings(redis_url))) as client:
+        create(client)
+    key = wire.log_key("m")
+    producer = StreamProducer(r, "m", batch_size=50, value_bytes=8)
+    producer.add_batch(X.indptr[:201], X.indices, X.values, y[:200])
+    ids = producer.flush()
+    # a consumer that read everything and died before acknowledging
+    r.xreadgroup(wire.CONSUMER_GROUP, "dead-consumer", {key: ">"}, count=100)
+    assert r.xpending(key, wire.CONSUMER_GROUP)["pending"] == 4
+    app_settings = settings(redis_url, autoclaim_idle_ms=1)
+    with TestClient(create_app(app_settings)) as client:
+        wait_for(lambda: client.get("/v1/models/m").json()["log_position"] == ids[-1])
+        assert client.get("/v1/models/m").json()["examples_applied"] == 200
+        wait_for(lambda: r.xpending(key, wire.CONSUMER_GROUP)["pending"] == 0)
+    oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
+        X.row_slice(0, 200), y[:200].astype(float))
+    state = loads_state(r.hget(wire.snapshot_key("m"), b"state"))
+    assert same_state(state, oracle.state_dict())
+
+
+def test_trimming_keeps_what_the_snapshot_needs(redis_url, x1):
+    X, y = x1
+    r = redis.Redis.from_url(redis_url)
+    with TestClient(create_app(settings(redis_url, snapshot_every_examples=100))) as client:
+        create(client)
+        for start in range(0, 400, 50):
+            response = client.post("/v1/models/m/examples?wait=true",
+                                   json={"examples": json_examples(X, y, start, start + 50)})
+        last = response.json()["log_ids"][-1]
+        snapshot_id = r.hget(wire.snapshot_key("m"), b"log_id").decode()
+        first_kept = r.xrange(wire.log_key("m"), count=1)[0][0].decode()
+        assert first_kept == snapshot_id  # everything before the snapshot is gone
+        assert r.xlen(wire.log_key("m")) < 8
+        assert client.get("/v1/models/m").json()["log_position"] == last
+    with TestClient(create_app(settings(redis_url))) as client:  # restart: snapshot + replay
+        assert client.get("/v1/models/m").json()["examples_applied"] == 400
+    oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
+        X.row_slice(0, 400), y[:400].astype(float))
+    state = loads_state(r.hget(wire.snapshot_key("m"), b"state"))
+    assert same_state(state, oracle.state_dict())
+
+
+def test_two_processes_share_a_model_through_the_lease(redis_url, x1):
+    X, y = x1
+    first = TestClient(create_app(settings(redis_url, lease_seconds=1.0)))
+    second = TestClient(create_app(settings(redis_url, lease_seconds=1.0)))
+    with first, second:
+        create(first)
+        response = second.post("/v1/models/m/examples?wait=true",
+                               json={"examples": json_examples(X, y, 0, 60)})
+        assert response.status_code == 202, response.text
+        owners = [c.get("/v1/models/m").json()["owner"] for c in (first, second)]
+        assert sorted(owners) == [False, True]
+        assert second.get("/v1/models/m").json()["log_position"] == response.json()["log_ids"][0]
+    oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
+        X.row_slice(0, 60), y[:60].astype(float))
+    state = loads_state(redis.Redis.from_url(redis_url).hget(wire.snapshot_key("m"), b"state"))
+    assert same_state(state, oracle.state_dict())
+    assert np.isfinite(oracle.decision_function(X.row_slice(0, 1))).all()
