@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from algorithms.sparse._validate import DUPLICATE, NEGATIVE, NOT_FINITE, TOO_LARGE, check_rows
+
 INDEX_DTYPE = np.int32
 INDPTR_DTYPE = np.int64
 VALUE_DTYPE = np.float64
@@ -58,20 +60,16 @@ class CSRBatch:
             raise ValueError(
                 f"indices ({indices.shape}) and values ({values.shape}) must both have "
                 f"indptr[-1] = {int(indptr[-1])} entries")
-        if len(indices):
-            if indices.min() < 0:
-                row = _row_of(indptr, int(np.argmin(indices)))
-                raise ValueError(f"row {row}: negative feature index")
-            if indices.max() >= n_features:
-                row = _row_of(indptr, int(np.argmax(indices)))
-                raise ValueError(
-                    f"row {row}: feature index {int(indices.max())} >= n_features {n_features}")
-            if not np.all(np.isfinite(values)):
-                row = _row_of(indptr, int(np.argmin(np.isfinite(values))))
-                raise ValueError(f"row {row}: non-finite feature value")
-            duplicate_row = _first_row_with_duplicates(indptr, indices)
-            if duplicate_row >= 0:
-                raise ValueError(f"row {duplicate_row}: duplicate feature index")
+        code, row, position = check_rows(indptr, indices, values, n_features)
+        if code == NEGATIVE:
+            raise ValueError(f"row {row}: negative feature index")
+        if code == TOO_LARGE:
+            raise ValueError(f"row {row}: feature index {int(indices[position])} >= "
+                             f"n_features {n_features}")
+        if code == NOT_FINITE:
+            raise ValueError(f"row {row}: non-finite feature value")
+        if code == DUPLICATE:
+            raise ValueError(f"row {row}: duplicate feature index")
         return cls(indptr, indices, values, n_features)
 
     def to_scipy(self) -> sp.csr_matrix:
@@ -143,18 +141,3 @@ def _fits_int32(indices) -> bool:
 
 def _raise(exc: Exception):
     raise exc
-
-
-def _row_of(indptr: np.ndarray, position: int) -> int:
-    return int(np.searchsorted(indptr, position, side="right") - 1)
-
-
-def _first_row_with_duplicates(indptr: np.ndarray, indices: np.ndarray) -> int:
-    """Index of the first row holding a repeated index, or -1. O(nnz log m)."""
-    lengths = np.diff(indptr)
-    rows = np.repeat(np.arange(len(lengths)), lengths)
-    order = np.lexsort((indices, rows))
-    same = (rows[order][1:] == rows[order][:-1]) & (indices[order][1:] == indices[order][:-1])
-    if not same.any():
-        return -1
-    return int(rows[order][1:][same].min())
