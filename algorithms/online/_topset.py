@@ -46,8 +46,8 @@ ROW_KEY, ROW_VALUE, ROW_OLD_KEY = 0, 1, 2
 META_LOGGED, META_BOUND_FEATURE = 3, 4
 REBUILD = -1
 
-__all__ = ["EMPTY", "ROW_VALUE", "_admits", "_map_find", "_offer", "_touch", "allocate",
-           "kept", "rebuild_map"]
+__all__ = ["EMPTY", "ROW_VALUE", "_admits", "_longest_row", "_map_find", "_offer", "_touch",
+           "allocate", "kept", "rebuild_map"]
 
 
 def allocate(capacity: int) -> dict[str, np.ndarray]:
@@ -224,6 +224,15 @@ def _offer(slot_ints, slot_floats, map_keys, map_slots, meta, feature, key, valu
     slot_floats[ROW_KEY, capacity] = slot_floats[ROW_KEY, new_root]
     meta[META_BOUND_FEATURE] = slot_ints[ROW_FEATURE, new_root]
     return root_feature, evicted_value, True
+
+
+@njit(cache=True, inline="always")
+def _longest_row(indptr):
+    """Most non-zeros in one row (sizes the kernels' per-example scratch arrays)."""
+    longest = 0
+    for row in range(len(indptr) - 1):
+        longest = max(longest, indptr[row + 1] - indptr[row])
+    return longest
 
 
 @njit(cache=True, nogil=True)

@@ -16,19 +16,27 @@ from algorithms.online.ogd import _dense_scores
 MEAN, SIGMA = 0, 1
 
 
+@njit(cache=True, inline="always")
+def _margin_and_variance(indices, values, lo, hi, coefficients):
+    """(mu . x, x' Sigma x) over entries lo:hi; the sign of a stored Sigma is ignored
+    (SOFS marks kept features by negating it). O(m)."""
+    score = 0.0
+    variance = 0.0
+    for k in range(lo, hi):
+        feature = indices[k]
+        x = values[k]
+        score += coefficients[feature, MEAN] * x
+        variance += abs(coefficients[feature, SIGMA]) * x * x
+    return score, variance
+
+
 @njit(cache=True, nogil=True)
 def _arow_fit(indptr, indices, values, labels, r, coefficients, scores):
     """AROW over a batch; ``coefficients[j] = (mu_j, Sigma_j)`` (one cache line per feature)."""
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
-        score = 0.0
-        variance = 0.0
-        for k in range(lo, hi):
-            feature = indices[k]
-            x = values[k]
-            score += coefficients[feature, MEAN] * x
-            variance += coefficients[feature, SIGMA] * x * x
+        score, variance = _margin_and_variance(indices, values, lo, hi, coefficients)
         scores[row] = score
         label = labels[row]
         loss = 1.0 - label * score

@@ -23,6 +23,7 @@ from algorithms.online._topset import (
     ROW_KEY,
     ROW_VALUE,
     _admits,
+    _longest_row,
     _map_find,
     _offer,
     _touch,
@@ -64,9 +65,7 @@ def _exact_squared_norm(slot_floats, meta):
 @njit(cache=True, nogil=True)
 def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
               map_keys, map_slots, meta, norm_state, scores):
-    longest = 0
-    for row in range(len(indptr) - 1):
-        longest = max(longest, indptr[row + 1] - indptr[row])
+    longest = _longest_row(indptr)
     slots = np.empty(longest, dtype=np.int64)
     new_features = np.empty(longest, dtype=np.int64)
     new_values = np.empty(longest, dtype=np.float64)

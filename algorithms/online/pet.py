@@ -11,7 +11,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from algorithms.online._topset import ROW_VALUE, _admits, _map_find, _offer, _touch
+from algorithms.online._topset import (
+    ROW_VALUE,
+    _admits,
+    _longest_row,
+    _map_find,
+    _offer,
+    _touch,
+)
 from algorithms.online.base import check_positive
 from algorithms.online.selecting import SelectingLearner
 
@@ -19,9 +26,7 @@ from algorithms.online.selecting import SelectingLearner
 @njit(cache=True, nogil=True)
 def _pet_fit(indptr, indices, values, labels, eta, hinge, slot_ints, slot_floats,
              map_keys, map_slots, meta, scores):
-    longest = 0
-    for row in range(len(indptr) - 1):
-        longest = max(longest, indptr[row + 1] - indptr[row])
+    longest = _longest_row(indptr)
     slots = np.empty(longest, dtype=np.int64)
     new_features = np.empty(longest, dtype=np.int64)
     new_values = np.empty(longest, dtype=np.float64)

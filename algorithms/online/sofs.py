@@ -28,10 +28,11 @@ from algorithms.online._topset import (
     ROW_FEATURE,
     ROW_KEY,
     _admits,
+    _longest_row,
     _offer,
     kept,
 )
-from algorithms.online.arow import MEAN, SIGMA
+from algorithms.online.arow import MEAN, SIGMA, _margin_and_variance
 from algorithms.online.base import check_positive
 from algorithms.online.ogd import _dense_scores
 from algorithms.online.selecting import SelectingLearner
@@ -49,21 +50,13 @@ def _refresh_keys(slot_ints, slot_floats, meta, coefficients):
 def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_floats,
               map_keys, map_slots, meta, scores):
     """SOFS over a batch; ``coefficients[j] = (mu_j, +-Sigma_j)``, negative when kept."""
-    longest = 0
-    for row in range(len(indptr) - 1):
-        longest = max(longest, indptr[row + 1] - indptr[row])
+    longest = _longest_row(indptr)
     new_features = np.empty(longest, dtype=np.int64)
     new_keys = np.empty(longest, dtype=np.float64)
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
-        score = 0.0
-        variance = 0.0
-        for k in range(lo, hi):
-            feature = indices[k]
-            x = values[k]
-            score += coefficients[feature, MEAN] * x
-            variance += abs(coefficients[feature, SIGMA]) * x * x
+        score, variance = _margin_and_variance(indices, values, lo, hi, coefficients)
         scores[row] = score
         label = labels[row]
         loss = 1.0 - label * score
