@@ -1,0 +1,15 @@
+"""NVSD: structured nonlinear variable selection by ADMM (Gregorova et al., UAI 2018)."""
+
+from .admm import ADMMResult, NVSDProblem, kkt_residual, solve_admm
+from .estimator import NVSD
+from .inexact import DenseNVSDProblem, solve_admm_inexact
+from .kernels import GaussianKernel, PolynomialKernel, derivative_gram, make_kernel
+from .path import nvsd_path, solve_path, tau_grid, tau_max
+from .prox import Regularizer, make_regularizer
+
+__all__ = [
+    "NVSD", "ADMMResult", "DenseNVSDProblem", "GaussianKernel", "NVSDProblem",
+    "PolynomialKernel", "Regularizer",
+    "derivative_gram", "kkt_residual", "make_kernel", "make_regularizer", "nvsd_path",
+    "solve_admm", "solve_admm_inexact", "solve_path", "tau_grid", "tau_max",
+]
