@@ -1,0 +1,236 @@
+"""Numba kernels: one histogram regression tree with the GBFS feature penalty, and prediction.
+
+A tree of depth ``D`` is stored as a complete binary heap of ``2^(D+1) - 1`` nodes: node
+``j`` has children ``2j + 1`` (left, ``code <= threshold``) and ``2j + 2``; ``feature[j] ==
+-1`` marks a leaf (or an unreached slot). ``value[j] = sum g_i / sum w_i`` over the node's
+rows: the mean negative gradient for ``w = 1``, a Newton (TreeBoost) step for ``w = l''``.
+Kernels trust their input (validated by :mod:`algorithms.gbfs.estimator`).
+
+Split score (the decrease of the paper's Eq. 14 objective, see ``estimator`` docs)::
+
+    score(f, b) = 1/2 (G_L^2 / n_L + G_R^2 / n_R - G^2 / n) - penalty[f]
+
+where ``G`` sums the negative gradients ``g_i`` of the node's rows and ``penalty[f] =
+mu c_f`` while ``f`` is unused by every earlier tree and by the nodes of this tree already
+split (``phi_f = 1``), else 0. Growth is level by level, nodes left to right; the sibling
+with fewer rows gets a histogram, the other is ``parent - sibling`` (subtraction trick).
+Cost per tree: O(n d D) to histogram plus O(2^D d B) to scan; no Python in the loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+REL_TOL = 1e-12  # a split must remove more than REL_TOL * sum_{i in node} g_i^2
+REL_TIE = 1e-10  # scores this close (relative to sum g^2) tie: lowest feature, then bin
+
+
+@njit(cache=True)
+def _histogram(codes, grad, rows, start, end, hist_sum, hist_cnt, slot, n_bins):
+    """Fill ``hist_*[slot]`` with per-(feature, bin) sums of ``grad`` and counts."""
+    d = codes.shape[1]
+    for f in range(d):
+        for b in range(n_bins[f]):
+            hist_sum[slot, f, b] = 0.0
+            hist_cnt[slot, f, b] = 0
+    for k in range(start, end):
+        r = rows[k]
+        g = grad[r]
+        for f in range(d):
+            b = codes[r, f]
+            hist_sum[slot, f, b] += g
+            hist_cnt[slot, f, b] += 1
+
+
+@njit(cache=True)
+def _subtract(parent_sum, parent_cnt, pslot, hist_sum, hist_cnt, small, large, n_bins):
+    """``hist[large] = parent[pslot] - hist[small]`` (the sibling subtraction trick)."""
+    for f in range(n_bins.shape[0]):
+        for b in range(n_bins[f]):
+            hist_sum[large, f, b] = parent_sum[pslot, f, b] - hist_sum[small, f, b]
+            hist_cnt[large, f, b] = parent_cnt[pslot, f, b] - hist_cnt[small, f, b]
+
+
+@njit(cache=True)
+def _best_split(hist_sum, hist_cnt, slot, n_bins, penalty, total, count, min_leaf, tie):
+    """Best (score, gain, feature, bin) of one node by the penalized score.
+
+    A later candidate wins only by more than ``tie``, so rounding-level ties go to the lowest
+    feature, then bin, whatever the summation order. O(d B).
+    """
+    best_score = -np.inf
+    best_gain = 0.0
+    best_f = -1
+    best_b = -1
+    parent = total * total / count
+    for f in range(n_bins.shape[0]):
+        left = 0.0
+        n_left = 0
+        for b in range(n_bins[f] - 1):
+            if hist_cnt[slot, f, b] == 0:
+                continue  # same partition as bin b - 1, which wins the tie
+            left += hist_sum[slot, f, b]
+            n_left += hist_cnt[slot, f, b]
+            if n_left < min_leaf:
+                continue
+            n_right = count - n_left
+            if n_right < min_leaf:
+                break
+            right = total - left
+            gain = 0.5 * (left * left / n_left + right * right / n_right - parent)
+            score = gain - penalty[f]
+            if score > best_score + tie:
+                best_score = score
+                best_gain = gain
+                best_f = f
+                best_b = b
+    return best_score, best_gain, best_f, best_b
+
+
+@njit(cache=True)
+def _partition(codes, grad, hess, rows, tmp, start, end, f, b, stats):
+    """Stable in-place partition of ``rows[start:end]`` by ``codes[r, f] <= b``.
+
+    Returns the split position; ``stats`` gets (G, sum g^2, W) of the left and right part.
+    """
+    n_left = 0
+    n_right = 0
+    g_left = 0.0
+    g_right = 0.0
+    sq_left = 0.0
+    sq_right = 0.0
+    w_left = 0.0
+    w_right = 0.0
+    for k in range(start, end):
+        r = rows[k]
+        g = grad[r]
+        if codes[r, f] <= b:
+            rows[start + n_left] = r
+            n_left += 1
+            g_left += g
+            sq_left += g * g
+            w_left += hess[r]
+        else:
+            tmp[n_right] = r
+            n_right += 1
+            g_right += g
+            sq_right += g * g
+            w_right += hess[r]
+    for k in range(n_right):
+        rows[start + n_left + k] = tmp[k]
+    stats[0], stats[1], stats[2] = g_left, sq_left, w_left
+    stats[3], stats[4], stats[5] = g_right, sq_right, w_right
+    return start + n_left
+
+
+@njit(cache=True)
+def _leaf(total, weight):
+    """Leaf value ``G / W`` (0 when ``W`` vanishes)."""
+    return total / weight if weight > 1e-150 else 0.0
+
+
+@njit(cache=True)
+def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, min_weight,
+               force_root, hist_a_sum, hist_a_cnt, hist_b_sum, hist_b_cnt, tmp):
+    """Grow one penalized regression tree on ``grad`` over ``rows`` (int32, reordered).
+
+    Splits use the score above; leaf values are ``sum g / sum hess`` (``hess`` float64, n).
+    A node splits only if it has ``>= 2 min_leaf`` rows and ``sum hess >= min_weight``.
+
+    ``penalty`` (float64, d) is ``mu c_f phi_f`` and is updated in place: a feature this tree
+    splits on gets penalty 0. ``force_root`` makes the root split whenever it removes any
+    squared error (used while the ensemble has no feature). Workspaces: ``hist_*`` of shape
+    (2^(D-1), d, B_max) and ``tmp`` (len(rows),). Returns (feature int32, threshold int32,
+    value float64), each of length 2^(D+1) - 1.
+    """
+    n_nodes = 2 ** (max_depth + 1) - 1
+    feature = np.full(n_nodes, -1, dtype=np.int32)
+    threshold = np.zeros(n_nodes, dtype=np.int32)
+    value = np.zeros(n_nodes, dtype=np.float64)
+    start = np.zeros(n_nodes, dtype=np.int64)
+    end = np.zeros(n_nodes, dtype=np.int64)
+    total = np.zeros(n_nodes, dtype=np.float64)
+    square = np.zeros(n_nodes, dtype=np.float64)
+    weight = np.zeros(n_nodes, dtype=np.float64)
+    alive = np.zeros(n_nodes, dtype=np.bool_)
+    stats = np.zeros(6, dtype=np.float64)
+    m = rows.shape[0]
+    end[0] = m
+    alive[0] = True
+    for k in range(m):
+        g = grad[rows[k]]
+        total[0] += g
+        square[0] += g * g
+        weight[0] += hess[rows[k]]
+    value[0] = _leaf(total[0], weight[0])
+    parent_sum, parent_cnt = hist_a_sum, hist_a_cnt
+    child_sum, child_cnt = hist_b_sum, hist_b_cnt
+    if max_depth > 0 and m >= 2 * min_leaf:
+        _histogram(codes, grad, rows, 0, m, parent_sum, parent_cnt, 0, n_bins)
+    for level in range(max_depth):
+        first = 2**level - 1
+        last_level = level + 1 == max_depth
+        for j in range(first, 2 * first + 1):
+            count = end[j] - start[j]
+            if not alive[j] or count < 2 * min_leaf or weight[j] < min_weight:
+                continue
+            slot = j - first
+            score, gain, f, b = _best_split(parent_sum, parent_cnt, slot, n_bins, penalty,
+                                            total[j], count, min_leaf,
+                                            REL_TIE * square[j])
+            tol = REL_TOL * square[j]
+            take = score > tol or (force_root and j == 0 and gain > tol)
+            if f < 0 or not take:
+                continue
+            feature[j] = f
+            threshold[j] = b
+            penalty[f] = 0.0
+            mid = _partition(codes, grad, hess, rows, tmp, start[j], end[j], f, b, stats)
+            left, right = 2 * j + 1, 2 * j + 2
+            start[left], end[left], start[right], end[right] = start[j], mid, mid, end[j]
+            total[left], square[left], weight[left] = stats[0], stats[1], stats[2]
+            total[right], square[right], weight[right] = stats[3], stats[4], stats[5]
+            value[left] = _leaf(stats[0], stats[2])
+            value[right] = _leaf(stats[3], stats[5])
+            alive[left] = True
+            alive[right] = True
+            if last_level:
+                continue
+            small, large = 2 * slot, 2 * slot + 1
+            if mid - start[j] > end[j] - mid:
+                small, large = large, small
+            s = left if small == 2 * slot else right
+            _histogram(codes, grad, rows, start[s], end[s], child_sum, child_cnt, small, n_bins)
+            _subtract(parent_sum, parent_cnt, slot, child_sum, child_cnt, small, large, n_bins)
+        parent_sum, child_sum = child_sum, parent_sum
+        parent_cnt, child_cnt = child_cnt, parent_cnt
+    return feature, threshold, value
+
+
+@njit(cache=True)
+def _add_tree_binned(codes, feature, threshold, value, scale, out):
+    """``out[i] += scale * value[leaf(codes[i])]`` for one tree on binned rows."""
+    for i in range(codes.shape[0]):
+        j = 0
+        while feature[j] >= 0:
+            j = 2 * j + 1 if codes[i, feature[j]] <= threshold[j] else 2 * j + 2
+        out[i] += scale * value[j]
+
+
+@njit(cache=True)
+def _add_trees_raw(X, feature, split_value, value, first, stop, scale, out):
+    """``out[i] += sum_{first <= t < stop} scale * value[t, leaf_t(X[i])]`` (trees in order).
+
+    ``feature``, ``split_value`` (the raw edge ``x <= e_b`` of each split) and ``value`` have
+    shape (T, 2^(D+1) - 1). Per row the additions happen in tree order, so the result is
+    bit-identical to adding the trees one at a time. O(n (stop - first) D).
+    """
+    for i in range(X.shape[0]):
+        acc = out[i]
+        for t in range(first, stop):
+            j = 0
+            while feature[t, j] >= 0:
+                j = 2 * j + 1 if X[i, feature[t, j]] <= split_value[t, j] else 2 * j + 2
+            acc += scale * value[t, j]
+        out[i] = acc

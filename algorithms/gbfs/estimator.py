@@ -1,0 +1,294 @@
+r"""GBFS: gradient boosted feature selection with feature costs (Xu et al., KDD 2014).
+
+The model is ``H(x) = H_0 + alpha sum_t h_t(x)`` with depth-limited regression trees ``h_t``.
+Tree ``t`` minimizes the paper's Eq. 14, the penalized squared loss
+
+    1/2 sum_i (g_i - h(x_i))^2 + mu sum_f c_f phi_f F_f(h),
+
+where ``g_i = -dl/dH(x_i)``, ``F_f(h) = 1`` if ``h`` splits on ``f`` and ``phi_f = 1`` while no
+earlier tree used ``f`` (so a feature is paid for once, the first time). With the leaf values
+at their optimum (the leaf means of ``g``), a tree with leaves ``l`` has loss
+``1/2 (sum_i g_i^2 - sum_l G_l^2 / n_l)``, so splitting a node (G, n) into (G_L, n_L),
+(G_R, n_R) on ``f`` lowers Eq. 14 by exactly
+
+    score = 1/2 (G_L^2/n_L + G_R^2/n_R - G^2/n) - mu c_f phi_f,
+
+which greedy CART maximizes (``phi_f`` also drops to 0 once this tree has split on ``f``: the
+charge ``F_f`` is per tree). A node splits when ``score > 0`` (up to a 1e-12 relative
+tolerance), both children keep ``min_samples_leaf`` rows and the node's ``sum l''`` reaches
+``min_split_hessian``. The paper's normalization ``sum_i h^2(x_i) = 1`` only rescales the tree by a
+positive constant (it turns Eq. 13's ``-sum_i g_i h(x_i)`` into Eq. 14); as in its
+Algorithm 1 we fit the tree by CART and step ``H += alpha h_t`` with ``alpha`` = learning rate.
+Leaf values: ``leaf_values="mean"`` keeps CART's leaf means ``G_l / n_l`` (Algorithm 1
+literally); the default ``"newton"`` re-fits each leaf of that same tree by one Newton step
+``G_l / sum_{i in l} l''(H_i)`` (Friedman's TreeBoost line search, as scikit-learn's gradient
+boosting does); identical for the squared loss. The tree structure never depends on it.
+While the ensemble has no feature yet the root split is taken even when ``score <= 0``, so
+``mu -> inf`` gives the single most useful (cost-adjusted) feature, not a constant model.
+Early stopping (``n_estimators``) plays the paper's l1 term. Training: O(T (n d D + 2^D d B)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+
+from algorithms.gbfs import _tree, binning, losses
+from algorithms.serialization import dumps_state, loads_state
+
+_PARAMS = ("loss", "n_estimators", "learning_rate", "max_depth", "mu", "max_bins",
+           "min_samples_leaf", "min_split_hessian", "subsample", "leaf_values", "random_state")
+_LEAF_VALUES = ("newton", "mean")
+_ARRAYS = ("bin_edges_", "bin_offsets_", "tree_feature_", "tree_threshold_",
+           "tree_split_value_", "tree_value_", "selected_features_",
+           "feature_entry_iteration_", "train_loss_")
+
+
+def _as_dense(X: Any) -> np.ndarray:
+    """Dense C-ordered float64 ``X`` (scipy sparse converted once), checked finite and 2-D."""
+    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinite values")
+    return X
+
+
+class GBFS:
+    """Gradient boosted feature selection.
+
+    Parameters (keyword-only): ``loss`` ("logistic" | "squared"), ``n_estimators`` (T),
+    ``learning_rate`` (alpha, paper 0.1), ``max_depth`` (paper 4-5), ``mu`` (feature
+    penalty), ``feature_costs`` (c_f, default 1), ``max_bins`` (<= 255),
+    ``min_samples_leaf``, ``min_split_hessian`` (a node splits only if its
+    ``sum_i l''(H_i) >=`` this; ``l'' = 1`` for mean leaves; LightGBM's
+    ``min_sum_hessian_in_leaf = 1e-3`` on both children implies the default ``2e-3``),
+    ``subsample`` (row fraction per tree), ``leaf_values`` ("newton" | "mean"),
+    ``random_state``.
+
+    Fitted: ``selected_features_`` (in order of entry), ``feature_entry_iteration_`` (tree
+    index where each entered), ``base_score_``, ``tree_*_`` arrays of shape (T, 2^(D+1)-1),
+    ``train_loss_`` (T,), ``classes_`` (logistic).
+
+    Examples
+    --------
+    >>> model = GBFS(mu=2.0, n_estimators=200).fit(X, y)  # doctest: +SKIP
+    >>> model.selected_features_, model.predict(X, computed={0, 3})  # doctest: +SKIP
+    """
+
+    def __init__(self, *, loss: str = "logistic", n_estimators: int = 100,
+                 learning_rate: float = 0.1, max_depth: int = 4, mu: float = 0.0,
+                 feature_costs: np.ndarray | None = None, max_bins: int = 255,
+                 min_samples_leaf: int = 1, min_split_hessian: float = 2e-3,
+                 subsample: float = 1.0,
+                 leaf_values: str = "newton", random_state: int | None = None) -> None:
+        self.loss = loss
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.max_depth = max_depth
+        self.mu = mu
+        self.feature_costs = feature_costs
+        self.max_bins = max_bins
+        self.min_samples_leaf = min_samples_leaf
+        self.min_split_hessian = min_split_hessian
+        self.subsample = subsample
+        self.leaf_values = leaf_values
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fitting
+    def _check_params(self, d: int) -> np.ndarray:
+        if self.loss not in losses.LOSSES:
+            raise ValueError(f"loss must be one of {losses.LOSSES}, got {self.loss!r}")
+        if self.n_estimators < 0 or not 0 <= self.max_depth <= 16:
+            raise ValueError("need n_estimators >= 0 and 0 <= max_depth <= 16")
+        if self.learning_rate <= 0 or self.mu < 0 or self.min_samples_leaf < 1:
+            raise ValueError("need learning_rate > 0, mu >= 0 and min_samples_leaf >= 1")
+        if not self.min_split_hessian >= 0:
+            raise ValueError("min_split_hessian must be >= 0")
+        if self.leaf_values not in _LEAF_VALUES:
+            raise ValueError(f"leaf_values must be one of {_LEAF_VALUES}")
+        if not 0 < self.subsample <= 1:
+            raise ValueError(f"subsample must be in (0, 1], got {self.subsample}")
+        costs = np.ones(d) if self.feature_costs is None else self.feature_costs
+        costs = np.asarray(costs, dtype=np.float64)
+        if costs.shape != (d,) or not np.all(np.isfinite(costs)) or np.any(costs < 0):
+            raise ValueError(f"feature_costs must be {d} finite non-negative numbers")
+        return costs
+
+    def _encode_labels(self, y: Any, n: int) -> np.ndarray:
+        y = np.asarray(y)
+        if y.shape != (n,):
+            raise ValueError(f"y must have shape ({n},), got {y.shape}")
+        if self.loss == "squared":
+            y = y.astype(np.float64)
+            if not np.all(np.isfinite(y)):
+                raise ValueError("y contains NaN or infinite values")
+            return y
+        self.classes_ = np.unique(y)
+        if self.classes_.size != 2 or self.classes_.dtype.kind not in "biuf":
+            raise ValueError(f"logistic loss needs 2 numeric classes, got {self.classes_}")
+        return (y == self.classes_[1]).astype(np.float64)
+
+    def fit(self, X: Any, y: Any) -> GBFS:
+        """Boost ``n_estimators`` penalized trees on ``X`` (n, d), dense or CSR, and ``y``."""
+        X = _as_dense(X)
+        n, d = X.shape
+        costs = self._check_params(d)
+        target = self._encode_labels(y, n)
+        self.n_features_in_ = d
+        self.bin_edges_, self.bin_offsets_ = binning.fit_bin_edges(X, self.max_bins)
+        codes = binning.apply_bins(X, self.bin_edges_, self.bin_offsets_)
+        n_bins = binning.n_bins_per_feature(self.bin_offsets_)
+        self.base_score_ = losses.base_score(self.loss, target)
+        T, depth, n_nodes = self.n_estimators, self.max_depth, 2 ** (self.max_depth + 1) - 1
+        self.tree_feature_ = np.full((T, n_nodes), -1, dtype=np.int32)
+        self.tree_threshold_ = np.zeros((T, n_nodes), dtype=np.int32)
+        self.tree_value_ = np.zeros((T, n_nodes), dtype=np.float64)
+        self.train_loss_ = np.zeros(T, dtype=np.float64)
+        slots, width = max(1, 2 ** (depth - 1)), int(n_bins.max(initial=1))
+        hists = [np.zeros((slots, d, width), dtype=dt) for dt in (np.float64, np.int32) * 2]
+        m = n if self.subsample >= 1 else max(1, int(np.ceil(self.subsample * n)))
+        tmp = np.empty(m, dtype=np.int32)
+        rng = np.random.default_rng(self.random_state)
+        penalty = self.mu * costs
+        used = np.zeros(d, dtype=bool)
+        entered: list[int] = []
+        entry_iteration: list[int] = []
+        scores = np.full(n, self.base_score_, dtype=np.float64)
+        newton, ones = self.leaf_values == "newton", np.ones(n, dtype=np.float64)
+        for t in range(T):
+            grad = losses.negative_gradient(self.loss, target, scores)
+            hess = losses.hessian(self.loss, scores) if newton else ones
+            if m == n:
+                rows = np.arange(n, dtype=np.int32)
+            else:
+                rows = np.sort(rng.choice(n, size=m, replace=False)).astype(np.int32)
+            feature, threshold, value = _tree._grow_tree(
+                codes, grad, hess, rows, n_bins, penalty, depth, self.min_samples_leaf,
+                float(self.min_split_hessian), not entered, *hists, tmp)
+            for f in feature[feature >= 0]:
+                if not used[f]:
+                    used[f] = True
+                    entered.append(int(f))
+                    entry_iteration.append(t)
+            self.tree_feature_[t], self.tree_threshold_[t], self.tree_value_[t] = (
+                feature, threshold, value)
+            _tree._add_tree_binned(codes, feature, threshold, value,
+                                   float(self.learning_rate), scores)
+            self.train_loss_[t] = losses.mean_loss(self.loss, target, scores)
+        self.selected_features_ = np.asarray(entered, dtype=np.int64)
+        self.feature_entry_iteration_ = np.asarray(entry_iteration, dtype=np.int64)
+        self.tree_split_value_ = self._split_values()
+        return self
+
+    def _split_values(self) -> np.ndarray:
+        """Raw thresholds ``e_b`` of every split (``x <= e_b`` goes left), float64 (T, nodes)."""
+        split = np.zeros(self.tree_feature_.shape, dtype=np.float64)
+        inner = self.tree_feature_ >= 0
+        index = self.bin_offsets_[self.tree_feature_[inner]] + self.tree_threshold_[inner]
+        split[inner] = self.bin_edges_[index]
+        return split
+
+    # --------------------------------------------------------------- prediction
+    def n_trees_for(self, computed: Iterable[int] | None) -> int:
+        """Longest prefix of trees using only features in ``computed`` (all trees if None).
+
+        The first tree using a feature is where it entered, so the prefix ends at the
+        earliest entry of a selected feature outside ``computed``. O(#selected).
+        """
+        n_trees = self.tree_feature_.shape[0]
+        if computed is None:
+            return n_trees
+        allowed = {int(f) for f in computed}
+        missing = [int(t) for f, t in zip(self.selected_features_, self.feature_entry_iteration_,
+                                          strict=True) if int(f) not in allowed]
+        return min(missing, default=n_trees)
+
+    def n_features_used(self, n_trees: int | None = None) -> int:
+        """Number of distinct features used by the first ``n_trees`` trees."""
+        n_trees = self.tree_feature_.shape[0] if n_trees is None else n_trees
+        return int(np.sum(self.feature_entry_iteration_ < n_trees))
+
+    def _check_input(self, X: Any) -> np.ndarray:
+        X = _as_dense(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, model has {self.n_features_in_}")
+        return X
+
+    def decision_function(self, X: Any, computed: Iterable[int] | None = None) -> np.ndarray:
+        """Scores ``H(x)`` (n,) of the anytime prefix for ``computed`` (all trees if None)."""
+        X = self._check_input(X)
+        out = np.full(X.shape[0], self.base_score_, dtype=np.float64)
+        _tree._add_trees_raw(X, self.tree_feature_, self.tree_split_value_, self.tree_value_,
+                             0, self.n_trees_for(computed), float(self.learning_rate), out)
+        return out
+
+    def predict_proba(self, X: Any, computed: Iterable[int] | None = None) -> np.ndarray:
+        """``[1 - p, p]`` with ``p = sigmoid(H(x))``, shape (n, 2); logistic loss only."""
+        if self.loss != "logistic":
+            raise AttributeError("predict_proba needs loss='logistic'")
+        p = expit(self.decision_function(X, computed))
+        return np.column_stack([1.0 - p, p])
+
+    def _link(self, scores: np.ndarray) -> np.ndarray:
+        if self.loss == "squared":
+            return scores
+        return self.classes_[(scores > 0).astype(np.int64)]
+
+    def predict(self, X: Any, computed: Iterable[int] | None = None) -> np.ndarray:
+        """Class labels (logistic) or values (squared) of the anytime prefix for ``computed``."""
+        return self._link(self.decision_function(X, computed))
+
+    def staged_decision_function(self, X: Any) -> Iterator[np.ndarray]:
+        """Yield ``H(x)`` after each tree (bit-identical to ``decision_function``). O(n D)."""
+        X = self._check_input(X)
+        out = np.full(X.shape[0], self.base_score_, dtype=np.float64)
+        for t in range(self.tree_feature_.shape[0]):
+            _tree._add_trees_raw(X, self.tree_feature_, self.tree_split_value_,
+                                 self.tree_value_, t, t + 1, float(self.learning_rate), out)
+            yield out.copy()
+
+    def staged_predict(self, X: Any) -> Iterator[np.ndarray]:
+        """Yield predictions after each tree."""
+        for scores in self.staged_decision_function(X):
+            yield self._link(scores)
+
+    # ------------------------------------------------------------ serialization
+    def state_dict(self) -> dict[str, Any]:
+        """Parameters and fitted arrays as a safe state (see ``algorithms.serialization``)."""
+        state: dict[str, Any] = {name: getattr(self, name) for name in _PARAMS}
+        state["algorithm"] = "GBFS"
+        if self.feature_costs is not None:
+            state["feature_costs"] = np.asarray(self.feature_costs, dtype=np.float64)
+        state["base_score_"] = float(self.base_score_)
+        state["n_features_in_"] = int(self.n_features_in_)
+        for name in _ARRAYS + (("classes_",) if self.loss == "logistic" else ()):
+            state[name] = getattr(self, name)
+        return state
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> GBFS:
+        """Rebuild a fitted model from :meth:`state_dict` (bit-exact)."""
+        if state.get("algorithm") != "GBFS":
+            raise ValueError("state is not a GBFS state")
+        model = cls(**{name: state[name] for name in _PARAMS},
+                    feature_costs=state.get("feature_costs"))
+        model.base_score_ = float(state["base_score_"])
+        model.n_features_in_ = int(state["n_features_in_"])
+        for name in _ARRAYS + (("classes_",) if model.loss == "logistic" else ()):
+            setattr(model, name, np.asarray(state[name]))
+        return model
+
+    def to_bytes(self) -> bytes:
+        """:meth:`state_dict` serialized with :func:`algorithms.serialization.dumps_state`."""
+        return dumps_state(self.state_dict())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> GBFS:
+        """Inverse of :meth:`to_bytes`."""
+        return cls.from_state_dict(loads_state(data))

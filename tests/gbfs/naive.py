@@ -1,0 +1,107 @@
+"""Slow plain-numpy oracle: exact CART over all bin thresholds, and GBFS boosting with it.
+
+No histograms, no subtraction trick, no numba: every candidate split ``code <= b`` of every
+node is evaluated by masking the node's rows and summing directly. Same growth order
+(level by level, left to right), same tie rule (first wins unless beaten by > REL_TIE) and the same
+penalized score as ``algorithms.gbfs._tree``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from algorithms.gbfs import binning
+
+REL_TOL = 1e-12
+REL_TIE = 1e-10
+
+
+def naive_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, force_root,
+               min_weight=2e-3):
+    """Return (feature, threshold, value) heap arrays; ``penalty`` is updated in place."""
+    n_nodes = 2 ** (max_depth + 1) - 1
+    feature = np.full(n_nodes, -1, dtype=np.int32)
+    threshold = np.zeros(n_nodes, dtype=np.int32)
+    value = np.zeros(n_nodes, dtype=np.float64)
+    members: dict[int, np.ndarray] = {0: np.asarray(rows)}
+    value[0] = _leaf(grad[rows], hess[rows])
+    for level in range(max_depth):
+        for j in range(2**level - 1, 2 ** (level + 1) - 1):
+            if j not in members or len(members[j]) < 2 * min_leaf:
+                continue
+            if hess[members[j]].sum() < min_weight:
+                continue
+            idx = members[j]
+            g = grad[idx]
+            total, count = g.sum(), len(idx)
+            best = (-np.inf, 0.0, -1, -1)
+            tie = REL_TIE * np.sum(g * g)
+            for f in range(codes.shape[1]):
+                for b in range(n_bins[f] - 1):
+                    left = codes[idx, f] <= b
+                    n_left = int(left.sum())
+                    n_right = count - n_left
+                    if n_left < min_leaf or n_right < min_leaf:
+                        continue
+                    gain = 0.5 * (g[left].sum() ** 2 / n_left + g[~left].sum() ** 2 / n_right
+                                  - total**2 / count)
+                    if gain - penalty[f] > best[0] + tie:
+                        best = (gain - penalty[f], gain, f, b)
+            score, gain, f, b = best
+            tol = REL_TOL * np.sum(g * g)
+            if f < 0 or not (score > tol or (force_root and j == 0 and gain > tol)):
+                continue
+            feature[j], threshold[j], penalty[f] = f, b, 0.0
+            left = codes[idx, f] <= b
+            members[2 * j + 1], members[2 * j + 2] = idx[left], idx[~left]
+            w = hess[idx]
+            value[2 * j + 1] = _leaf(g[left], w[left])
+            value[2 * j + 2] = _leaf(g[~left], w[~left])
+    return feature, threshold, value
+
+
+def naive_gbfs(X, y, *, loss="logistic", n_estimators=10, learning_rate=0.1, max_depth=3,
+               mu=0.0, costs=None, max_bins=255, min_samples_leaf=1, leaf_values="newton",
+               min_split_hessian=2e-3):
+    """Plain gradient boosting with ``naive_tree``; returns (features, thresholds, values, F).
+
+    ``y`` is 0/1 for the logistic loss. Bins come from ``algorithms.gbfs.binning``.
+    """
+    edges, offsets = binning.fit_bin_edges(X, max_bins)
+    codes = binning.apply_bins(X, edges, offsets)
+    n_bins = np.diff(offsets) + 1
+    y = np.asarray(y, dtype=np.float64)
+    if loss == "logistic":
+        p = y.mean()
+        scores = np.full(len(y), np.log(p / (1 - p)))
+    else:
+        scores = np.full(len(y), y.mean())
+    penalty = mu * (np.ones(X.shape[1]) if costs is None else np.asarray(costs, float))
+    used = False
+    trees = []
+    for _ in range(n_estimators):
+        grad = y - 1.0 / (1.0 + np.exp(-scores)) if loss == "logistic" else y - scores
+        p = 1.0 / (1.0 + np.exp(-scores))
+        newton = loss == "logistic" and leaf_values == "newton"
+        hess = p * (1.0 - p) if newton else np.ones(len(y))
+        tree = naive_tree(codes, grad, hess, np.arange(len(y)), n_bins, penalty, max_depth,
+                          min_samples_leaf, not used, min_split_hessian)
+        used = used or bool(np.any(tree[0] >= 0))
+        trees.append(tree)
+        scores = scores + learning_rate * _leaf_values(codes, *tree)
+    stack = [np.array([t[k] for t in trees]) for k in range(3)]
+    return stack[0], stack[1], stack[2], scores
+
+
+def _leaf(g, w):
+    return g.sum() / w.sum() if w.sum() > 1e-150 else 0.0
+
+
+def _leaf_values(codes, feature, threshold, value):
+    out = np.empty(codes.shape[0])
+    for i in range(codes.shape[0]):
+        j = 0
+        while feature[j] >= 0:
+            j = 2 * j + 1 if codes[i, feature[j]] <= threshold[j] else 2 * j + 2
+        out[i] = value[j]
+    return out

@@ -1,0 +1,76 @@
+"""The numba histogram tree against the plain-numpy exact CART oracle."""
+
+import numpy as np
+import pytest
+
+from algorithms.gbfs import _tree, binning
+from tests.gbfs.naive import naive_tree
+
+
+def _grow(codes, grad, rows, n_bins, penalty, depth, min_leaf, force, hess=None, weight=2e-3):
+    d, width = codes.shape[1], int(n_bins.max())
+    slots = max(1, 2 ** (depth - 1))
+    hists = [np.zeros((slots, d, width), dtype=t) for t in (np.float64, np.int32) * 2]
+    hess = np.ones(len(grad)) if hess is None else hess
+    return _tree._grow_tree(codes, grad, hess, rows.astype(np.int32), n_bins, penalty, depth,
+                            min_leaf, weight, force, *hists, np.empty(len(rows), dtype=np.int32))
+
+
+def _data(seed, n=80, d=5, levels=7):
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, levels, size=(n, d)).astype(float) + rng.normal(size=(n, d)) * 0.1 * (
+        seed % 2)
+    edges, offsets = binning.fit_bin_edges(X, 16)
+    codes = binning.apply_bins(X, edges, offsets)
+    return codes, binning.n_bins_per_feature(offsets), rng.normal(size=n)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(("depth", "min_leaf"), [(1, 1), (3, 1), (4, 5)])
+def test_tree_equals_exact_cart_oracle(seed, depth, min_leaf):
+    codes, n_bins, grad = _data(seed)
+    rows = np.arange(codes.shape[0]) if seed < 3 else np.sort(
+        np.random.default_rng(seed).choice(codes.shape[0], 50, replace=False))
+    penalty = np.where(np.arange(codes.shape[1]) % 2 == 0, 0.5, 0.0) * (seed % 3)
+    hess = np.random.default_rng(seed).uniform(0.05, 0.25, size=len(grad))
+    weight = 1.0 if seed % 2 else 2e-3  # 1.0 stops nodes of < ~7 rows (hess in [.05, .25])
+    fast = _grow(codes, grad, rows, n_bins, penalty.copy(), depth, min_leaf, True, hess, weight)
+    slow = naive_tree(codes, grad, hess, rows, n_bins, penalty.copy(), depth, min_leaf, True,
+                      weight)
+    np.testing.assert_array_equal(fast[0], slow[0])
+    np.testing.assert_array_equal(fast[1], slow[1])
+    np.testing.assert_allclose(fast[2], slow[2], rtol=1e-12, atol=1e-14)
+
+
+def test_new_feature_is_charged_once_per_tree():
+    # x0 is a 4-step staircase; x1 is weakly informative noise. Each split of x0 gains
+    # less than mu, so only the forced root pays for x0; after it x0 is free in the tree.
+    rng = np.random.default_rng(1)
+    x0 = np.repeat(np.arange(4.0), 25)
+    x1 = rng.normal(size=100)
+    grad = x0 + 0.01 * x1
+    X = np.column_stack([x0, x1])
+    edges, offsets = binning.fit_bin_edges(X, 255)
+    codes, n_bins = binning.apply_bins(X, edges, offsets), binning.n_bins_per_feature(offsets)
+    mu = 1000.0
+    penalty = np.full(2, mu)
+    feature, threshold, _ = _grow(codes, grad, np.arange(100), n_bins, penalty, 2, 1, True)
+    assert list(feature[:3]) == [0, 0, 0]  # root paid, children reuse x0 for free
+    np.testing.assert_array_equal(penalty, [0.0, mu])
+    # not forced and nothing used yet: no split is worth mu, the tree is a constant
+    feature, _, value = _grow(codes, grad, np.arange(100), n_bins, np.full(2, mu), 2, 1, False)
+    assert np.all(feature == -1) and value[0] == pytest.approx(grad.mean())
+
+
+def test_used_feature_beats_slightly_better_unused_one():
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=200)
+    b = a + 0.3 * rng.normal(size=200)  # b is a noisy copy: a explains grad better
+    X = np.column_stack([a, b])
+    edges, offsets = binning.fit_bin_edges(X, 32)
+    codes, n_bins = binning.apply_bins(X, edges, offsets), binning.n_bins_per_feature(offsets)
+    rows = np.arange(200)
+    free = _grow(codes, a, rows, n_bins, np.zeros(2), 1, 1, False)
+    assert free[0][0] == 0
+    charged = _grow(codes, a, rows, n_bins, np.array([1e3, 0.0]), 1, 1, False)
+    assert charged[0][0] == 1
