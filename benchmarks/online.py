@@ -38,8 +38,9 @@ from algorithms.sparse.libsvm import iter_libsvm, load_libsvm, write_libsvm  # n
 BUDGETS = [50, 100, 200, 400, 800]
 GRIDS = {   # the paper's hyperparameters, searched on a validation split per B
     "pet": {"update_on": ["mistake"]},
-    "pet-hinge": {"update_on": ["hinge"], "eta": [0.01, 0.1, 1.0, 10.0, 100.0]},
-    "fofs": {"eta": [0.01, 0.05, 0.2, 1.0], "lam": [1e-4, 1e-3, 1e-2, 0.1]},
+    "pet-hinge": {"update_on": ["hinge"], "eta": [0.01, 0.1, 1.0, 10.0],
+                  "power_t": [0.0, 0.5]},
+    "fofs": {"eta": [0.005, 0.01, 0.05, 0.2, 1.0], "lam": [1e-4, 1e-3, 1e-2, 0.1, 0.5]},
     "sofs": {"r": [0.001, 0.01, 0.1, 1.0, 10.0]},
     "ogd": {"eta": [0.1, 1.0, 10.0, 100.0]},
     "arow": {"r": [0.01, 0.1, 1.0, 10.0, 100.0]},

@@ -1,8 +1,9 @@
 """PET: Perceptron with truncation (Wang et al. 2014; seed 002, section 2).
 
-On a mistake (y w.x <= 0): w <- w + eta y x, then keep the B largest |w| (ties: lower
-feature index first) and zero the rest. ``update_on="hinge"`` updates whenever the hinge
-loss is positive (y w.x < 1), as LIBSOL's PET does. Cost per example O(m log B) with the
+On a mistake (y w.x <= 0): w <- w + eta_t y x, then keep the B largest |w| (ties: lower
+feature index first) and zero the rest; eta_t = eta / t^power_t (constant by default).
+``update_on="hinge"`` updates whenever the hinge loss is positive (y w.x < 1), as
+LIBSOL's PET does. Cost per example O(m log B) with the
 top set (the paper's version sorts all d weights, O(d log B)); memory O(B).
 """
 
@@ -24,8 +25,8 @@ from algorithms.online.selecting import SelectingLearner
 
 
 @njit(cache=True, nogil=True)
-def _pet_fit(indptr, indices, values, labels, eta, hinge, slot_ints, slot_floats,
-             map_keys, map_slots, meta, scores):
+def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_ints,
+             slot_floats, map_keys, map_slots, meta, scores):
     longest = _longest_row(indptr)
     slots = np.empty(longest, dtype=np.int64)
     new_features = np.empty(longest, dtype=np.int64)
@@ -45,9 +46,12 @@ def _pet_fit(indptr, indices, values, labels, eta, hinge, slot_ints, slot_floats
         if (hinge and margin >= 1.0) or (not hinge and margin > 0.0):
             continue
         updates += 1
+        step = eta * label
+        if power_t != 0.0:
+            step /= (seen + row + 1.0) ** power_t
         n_new = 0
         for k in range(lo, hi):
-            delta = eta * label * values[k]
+            delta = step * values[k]
             slot = slots[k - lo]
             if slot != absent:
                 weight = slot_floats[ROW_VALUE, slot] + delta
@@ -72,8 +76,11 @@ class PET(SelectingLearner):
     ----------
     n_features : dimension d.
     budget : B, the most non-zero weights kept.
-    eta : step size (only the scale of w; irrelevant to accuracy when ``update_on="mistake"``).
+    eta : step size (only the scale of w; irrelevant to accuracy when ``update_on="mistake"``
+        and ``power_t=0``).
     update_on : ``"mistake"`` (the paper's perceptron) or ``"hinge"`` (LIBSOL's variant).
+    power_t : step decay, eta_t = eta / t^power_t with t the example's position from 1 (0: a
+        constant step; LIBSOL's first-order learners use 0.5).
 
     Examples
     --------
@@ -86,14 +93,16 @@ class PET(SelectingLearner):
     name = "pet"
 
     def __init__(self, *, n_features: int, budget: int, eta: float = 1.0,
-                 update_on: str = "mistake") -> None:
+                 update_on: str = "mistake", power_t: float = 0.0) -> None:
         super().__init__(n_features=n_features, budget=budget)
         self.eta = check_positive("eta", eta)
+        self.power_t = check_positive("power_t", power_t, allow_zero=True)
         if update_on not in ("mistake", "hinge"):
             raise ValueError(f"update_on must be 'mistake' or 'hinge', got {update_on!r}")
         self.update_on = update_on
 
     def _fit_rows(self, batch, labels, scores) -> int:
         return _pet_fit(batch.indptr, batch.indices, batch.values, labels, self.eta,
-                        self.update_on == "hinge", *self._kernel_state(), scores)
+                        self.power_t, float(self.n_examples_), self.update_on == "hinge",
+                        *self._kernel_state(), scores)
 

@@ -21,12 +21,12 @@ def rows(X: np.ndarray):
     yield from np.asarray(X, dtype=np.float64)
 
 
-def pet(X, y, budget, eta=1.0, hinge=False):
+def pet(X, y, budget, eta=1.0, hinge=False, power_t=0.0):
     w = np.zeros(X.shape[1])
-    for x, label in zip(rows(X), y, strict=True):
+    for t, (x, label) in enumerate(zip(rows(X), y, strict=True), start=1):
         margin = label * (w @ x)
         if (hinge and margin < 1.0) or (not hinge and margin <= 0.0):
-            w = w + eta * label * x
+            w = w + eta / t**power_t * label * x
             w[~top_b_mask(np.abs(w), budget)] = 0.0
     return w
 

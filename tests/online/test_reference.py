@@ -40,14 +40,14 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("budget", [1, 5, 17, 100])   # 100 > d: budget larger than d
-@pytest.mark.parametrize("hinge", [False, True])
-def test_pet_matches_reference(case, budget, hinge):
+@pytest.mark.parametrize("hinge, power_t", [(False, 0.0), (True, 0.0), (True, 0.5)])
+def test_pet_matches_reference(case, budget, hinge, power_t):
     X, y = stream(**case)
-    learner = PET(n_features=X.shape[1], budget=budget, eta=0.5,
+    learner = PET(n_features=X.shape[1], budget=budget, eta=0.5, power_t=power_t,
                   update_on="hinge" if hinge else "mistake")
     for chunk in np.array_split(np.arange(len(y)), 3):   # batching must not matter
         learner.partial_fit(sp.csr_matrix(X[chunk]), y[chunk])
-    expected = naive.pet(X, y, budget, eta=0.5, hinge=hinge)
+    expected = naive.pet(X, y, budget, eta=0.5, hinge=hinge, power_t=power_t)
     np.testing.assert_allclose(dense_weights(learner, X.shape[1]), expected, rtol=0, atol=1e-9)
     assert len(learner.selected_features()) <= budget
 
