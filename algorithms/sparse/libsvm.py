@@ -37,7 +37,7 @@ _MESSAGES = {
 }
 _POW10 = np.array([10.0 ** k for k in range(23)])
 _SPACE, _TAB, _CR, _NL, _HASH, _COLON = 32, 9, 13, 10, 35, 58
-PARALLEL_MIN_BYTES = 16 << 20   # inputs at least this large are parsed by several threads
+PARALLEL_MIN_BYTES = 4 << 20   # inputs at least this large are parsed by several threads
 
 
 class LibsvmFormatError(ValueError):
@@ -354,22 +354,27 @@ def parse_libsvm(data: bytes | bytearray | memoryview | np.ndarray, n_features: 
     buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
+    chunks = _parse_parallel(buf, zero_based is False, 1, source, threads)
+    return _finish(chunks, n_features, zero_based, source)
+
+
+def _parse_parallel(buf: np.ndarray, one_based: bool, first_line: int, source: str,
+                    threads: int | None) -> list[_Chunk]:
+    """Parse ``buf`` (complete lines) in up to ``threads`` line-aligned parts at once."""
     parts = 1 if len(buf) < PARALLEL_MIN_BYTES else max(1, threads or os.cpu_count() or 1)
     ranges = _split_lines(buf, parts)
-    first_lines = [1]
+    first_lines = [first_line]
     for a, b in ranges[:-1]:
         first_lines.append(first_lines[-1] + int(_count_bytes(buf[a:b])[0]))
 
     def work(k):
         a, b = ranges[k]
-        return _parse_chunk(buf[a:b], zero_based is False, first_lines[k], source)
+        return _parse_chunk(buf[a:b], one_based, first_lines[k], source)
 
-    if len(ranges) > 1:
-        with ThreadPoolExecutor(len(ranges)) as pool:
-            chunks = list(pool.map(work, range(len(ranges))))
-    else:
-        chunks = [work(k) for k in range(len(ranges))]
-    return _finish(chunks, n_features, zero_based, source)
+    if len(ranges) <= 1:
+        return [work(k) for k in range(len(ranges))]
+    with ThreadPoolExecutor(len(ranges)) as pool:
+        return list(pool.map(work, range(len(ranges))))
 
 
 def _line_of_row(buf: np.ndarray, row: int) -> int:
@@ -394,12 +399,13 @@ def load_libsvm(path: str | os.PathLike, n_features: int | None = None,
 
 
 def iter_libsvm(path: str | os.PathLike, n_features: int, zero_based: bool = False,
-                chunk_bytes: int = 8 << 20) -> Iterator[tuple[CSRBatch, np.ndarray]]:
+                chunk_bytes: int = 16 << 20,
+                threads: int | None = None) -> Iterator[tuple[CSRBatch, np.ndarray]]:
     """Stream a libsvm file as ``(CSRBatch, labels)`` chunks of about ``chunk_bytes``.
 
-    The next chunk is read and parsed in a background thread (the parser releases the
-    GIL) while the caller works on the current one, as the SOFS paper's two-thread loader
-    does. Memory is O(chunk_bytes).
+    The next chunk is read and parsed (by ``threads`` threads; the parser releases the
+    GIL) in the background while the caller works on the current one, as the SOFS paper's
+    two-thread loader does. Memory is O(chunk_bytes).
     """
     if zero_based not in (True, False):
         raise ValueError("iter_libsvm needs zero_based=True or False")
@@ -427,7 +433,7 @@ def iter_libsvm(path: str | os.PathLike, n_features: int, zero_based: bool = Fal
 
     def parse(item):
         buf, line = item
-        return _finish([_parse_chunk(buf, not zero_based, line, source)], n_features,
+        return _finish(_parse_parallel(buf, not zero_based, line, source, threads), n_features,
                        zero_based, source)
 
     with ThreadPoolExecutor(1) as pool:
