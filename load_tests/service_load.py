@@ -135,27 +135,37 @@ def run_stream(client, redis_url, name, entries: list[tuple[bytes, bytes]]) -> f
     return finished - started
 
 
-def redis_ceiling(redis_url, entries: list[tuple[bytes, bytes]]) -> float:
+def redis_ceiling(redis_url, entries: list[tuple[bytes, bytes]], *, raw: bool = False) -> float:
     """Seconds for Redis alone to move the entries: XADD, then XREADGROUP + XACK in a plain
-    loop (no parsing, no learning): the transport's ceiling on this machine."""
+    loop (no parsing, no learning): the transport's ceiling on this machine. ``raw``: read
+    with the service's own reply reader (``service.storage.redis.xreadgroup_raw``) instead
+    of redis-py's, as the consumer does."""
     import redis
+
+    from service.storage.redis import xreadgroup_raw
 
     r = redis.Redis.from_url(redis_url)
     key = "featurebudget-load:ceiling"
     r.delete(key)
-    r.xgroup_create(key, "g", id="0", mkstream=True)
+    r.xgroup_create(key, wire.CONSUMER_GROUP if raw else "g", id="0", mkstream=True)
     started = time.perf_counter()
     for k in range(0, len(entries), 32):
         pipe = r.pipeline(transaction=False)
         for fmt, data in entries[k:k + 32]:
             pipe.xadd(key, {b"fmt": fmt, b"data": data})
         pipe.execute()
+    pool = redis.ConnectionPool.from_url(redis_url, protocol=2)
     while True:
-        response = r.xreadgroup("g", "c", {key: ">"}, count=16, block=100)
-        if not response:
+        if raw:  # the group name is the service's; the stream is this test's own
+            messages = xreadgroup_raw(pool, key, "c", 16, 100)
+        else:
+            response = r.xreadgroup("g", "c", {key: ">"}, count=16, block=100)
+            messages = response[0][1] if response else []
+        if not messages:
             break
-        r.xack(key, "g", *[i for i, _ in response[0][1]])
+        r.xack(key, wire.CONSUMER_GROUP if raw else "g", *[i for i, _ in messages])
     seconds = time.perf_counter() - started
+    pool.disconnect()
     r.delete(key)
     return seconds
 
@@ -255,6 +265,8 @@ def main(argv=None) -> int:
                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
     ceiling = len(binary) * 100 / redis_ceiling(args.redis_url, binary)
     results["redis_only_xadd_xreadgroup_xack_per_s"] = ceiling
+    ceiling_raw = len(binary) * 100 / redis_ceiling(args.redis_url, binary, raw=True)
+    results["redis_only_raw_reader_per_s"] = ceiling_raw
     data_dir = tempfile.mkdtemp(prefix="fb-load-")
     server = Server(args.redis_url, data_dir)
     try:
@@ -313,7 +325,7 @@ def main(argv=None) -> int:
     print(f"\nX1 sample: {n} examples x {X.nnz / n:.0f} non-zeros, d = {X.n_features}, "
           f"{args.algorithm} B = {args.budget}; bare partial_fit {bare:,.0f} examples/s; "
           f"Redis alone (XADD + XREADGROUP + XACK, binary entries of 100) "
-          f"{ceiling:,.0f} examples/s\n")
+          f"{ceiling:,.0f} examples/s ({ceiling_raw:,.0f} with the service's reply reader)\n")
     print("| path | examples/s | fraction of bare partial_fit | target | met |")
     print("| --- | ---: | ---: | ---: | :---: |")
     for path, row in results["paths"].items():

@@ -39,3 +39,44 @@ def _check_rows(indptr, indices, values, n_features):
 def check_rows(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                n_features: int) -> tuple[int, int, int]:
     return _check_rows(indptr, indices, values, np.int64(n_features))
+
+
+@njit(cache=True, nogil=True)
+def _check_copy_rows(indptr, indices_in, values_in, indices_out, values_out, n_features):
+    """:func:`_check_rows` fused with the copy of the (read-only, maybe float32) wire views
+    into the batch's own int32 / float64 arrays: one pass over the non-zeros."""
+    n = len(indptr) - 1
+    for row in range(n):
+        lo, hi = indptr[row], indptr[row + 1]
+        increasing = True
+        previous = -1
+        for k in range(lo, hi):
+            index = indices_in[k]
+            value = np.float64(values_in[k])
+            indices_out[k] = index
+            values_out[k] = value
+            if index < 0:
+                return NEGATIVE, row, k
+            if index >= n_features:
+                return TOO_LARGE, row, k
+            if not np.isfinite(value):
+                return NOT_FINITE, row, k
+            if index <= previous:
+                increasing = False
+            previous = index
+        if not increasing:
+            ordered = np.sort(indices_out[lo:hi])
+            for k in range(1, hi - lo):
+                if ordered[k] == ordered[k - 1]:
+                    return DUPLICATE, row, lo
+    return OK, -1, -1
+
+
+def check_copy_rows(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
+                    n_features: int) -> tuple[int, int, int, np.ndarray, np.ndarray]:
+    """Validate wire views and copy them out: (code, row, position, indices, values)."""
+    indices_out = np.empty(len(indices), dtype=np.int32)
+    values_out = np.empty(len(values), dtype=np.float64)
+    code, row, position = _check_copy_rows(indptr, indices, values, indices_out, values_out,
+                                           np.int64(n_features))
+    return code, row, position, indices_out, values_out

@@ -4,6 +4,7 @@ it writes a final snapshot of each model and closes storage."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from contextlib import asynccontextmanager
 
@@ -14,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service import wire
 from service.api import examples, health, models, snapshots
 from service.errors import ServiceError
 from service.manager import ModelManager
@@ -44,7 +46,21 @@ def warm_kernels() -> None:
     for cls in LEARNERS.values():
         learner = cls(n_features=4, budget=2)
         learner.progressive_fit(X, np.array([1.0]))
+        learner.progressive_fit(X, np.array([1], dtype=np.int8))  # labels as ingested
         learner.decision_function(X)
+    # the ingestion parsers, for read-only (bytes: REST) and writable (bytearray: stream
+    # entries received in place) buffers alike
+    from service.ingest import parse_entry
+
+    fbx1 = wire.encode_batch(X.indptr, X.indices, X.values, np.array([1], dtype=np.int8),
+                             value_bytes=4)
+    samples = [(b"bin", fbx1), (b"libsvm", b"1 1:1 2:-1\n"),
+               (b"json", b'{"examples": [{"indices": [0, 1], "values": [0.1234567890123456789'
+                         b', 1e-30], "label": 1}]}')]
+    for fmt, data in samples:
+        for buffer in (bytes(data), bytearray(data)):
+            with contextlib.suppress(Exception):
+                parse_entry({b"fmt": fmt, b"data": buffer}, 4, None)
 
 
 class BodyLimitMiddleware:

@@ -7,8 +7,11 @@ instead. The owner:
 1. loads the latest snapshot (state + id of the last applied entry) and positions its
    reader right after that id, so everything after it is replayed in order;
 2. reads up to ``microbatch_max_entries`` entries, parses them (the same functions as the
-   REST routes), sends malformed ones to the dead-letter stream, and applies the rest with
-   one ``progressive_fit`` in a worker thread (the numba kernels release the GIL);
+   REST routes) on a pool of parser threads, sends malformed ones to the dead-letter
+   stream, and applies the rest in log order in a worker thread (the numba parsers and
+   kernels release the GIL). While one micro-batch is applied the next one is already read
+   and parsed (at most two micro-batches in memory, each of at most
+   ``microbatch_max_bytes`` when entries are alike: the read count adapts to entry sizes);
 3. acknowledges the entries, and every N examples / T seconds writes a snapshot, then
    trims the log below the snapshot's id.
 
@@ -21,7 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from service import metrics
 from service.errors import InputError
@@ -30,6 +36,22 @@ from service.registry import ModelHost
 from service.storage import LogEntry, Storage, id_key
 
 log = logging.getLogger("featurebudget.consumer")
+
+_PARSERS: ThreadPoolExecutor | None = None
+_PARSERS_LOCK = threading.Lock()
+
+
+def parser_pool() -> ThreadPoolExecutor:
+    """The process's entry parsers (one thread per CPU; the parsers release the GIL)."""
+    global _PARSERS
+    with _PARSERS_LOCK:
+        if _PARSERS is None:
+            _PARSERS = ThreadPoolExecutor(max(1, os.cpu_count() or 1),
+                                          thread_name_prefix="featurebudget-parse")
+        return _PARSERS
+
+
+Parsed = list[Future]  # per entry: ExampleBatch, or the reason it is rejected (str)
 
 
 class ModelFold:
@@ -43,6 +65,7 @@ class ModelFold:
         self.task: asyncio.Task | None = None
         self.last_lease = 0.0
         self._prefetch: asyncio.Task | None = None
+        self._entry_bytes = 0  # size of the biggest entry of the last read
         if not storage.shared:
             host.owner = True
 
@@ -88,19 +111,17 @@ class ModelFold:
             await self.reader.start(host.applied_id)
             await self.reader.reclaim(host.applied_id)
         if self._prefetch is not None:
-            entries = await self._prefetch
+            entries, parsed = await self._prefetch
             self._prefetch = None
         else:
-            entries = await self.reader.read(settings.microbatch_max_entries,
-                                             settings.consumer_block_ms)
+            entries, parsed = await self._read_and_parse()
         if entries:
-            if settings.prefetch:  # read the next micro-batch while this one is applied
-                self._prefetch = asyncio.create_task(self.reader.read(
-                    settings.microbatch_max_entries, settings.consumer_block_ms))
+            if settings.prefetch:  # read and parse the next micro-batch while this one is applied
+                self._prefetch = asyncio.create_task(self._read_and_parse())
             async with host.fold_lock:
                 if host.reposition:  # a snapshot was restored meanwhile: re-read
                     return
-                await self._apply(entries)
+                await self._apply(entries, parsed)
         if host.examples_since_snapshot >= settings.snapshot_every_examples or (
                 host.applied_id != host.snapshot_id and
                 time.monotonic() - host.last_snapshot_time >= settings.snapshot_every_seconds):
@@ -143,13 +164,37 @@ class ModelFold:
             if blob is not None:
                 self.host.load_blob(blob, check_spec=False)
 
-    async def _apply(self, entries: list[LogEntry]) -> None:
+    async def _read_and_parse(self) -> tuple[list[LogEntry], Parsed]:
+        """Read the next micro-batch and start parsing its entries on the parser pool."""
+        settings = self.settings
+        count = settings.microbatch_max_entries
+        if self._entry_bytes:  # bound a micro-batch's bytes too (at most two are held)
+            count = max(1, min(count, settings.microbatch_max_bytes // self._entry_bytes))
+        entries = await self.reader.read(count, settings.consumer_block_ms)
+        if entries:
+            self._entry_bytes = max(len(e.fields.get(b"data", b"")) for e in entries)
+        pool = parser_pool()
+        return entries, [pool.submit(self._parse, entry) for entry in entries]
+
+    def _parse(self, entry: LogEntry) -> ExampleBatch | str:
+        """Parser thread: one entry -> batch, or the reason it goes to the dead letters."""
+        host = self.host
+        try:
+            return parse_entry(entry.fields, host.n_features, host.hasher,
+                               zero_based=host.spec.libsvm_zero_based)
+        except InputError as exc:
+            return exc.detail
+        except Exception as exc:  # never block the stream on one entry
+            return f"{type(exc).__name__}: {exc}"
+
+    async def _apply(self, entries: list[LogEntry], parsed: Parsed) -> None:
         host = self.host
         started = time.perf_counter()
-        fresh = [e for e in entries if id_key(e.id) > id_key(host.applied_id)]
+        applied = id_key(host.applied_id)
+        fresh = [(e, p) for e, p in zip(entries, parsed, strict=True) if id_key(e.id) > applied]
         rejected: list[tuple[LogEntry, str]] = []
         if fresh:
-            n, rejected = await asyncio.to_thread(self._parse_and_apply, fresh)
+            n, rejected = await asyncio.to_thread(self._apply_parsed, fresh)
             for entry, reason in rejected:
                 await self.storage.deadletter(host.name, entry, reason)
                 metrics.DEADLETTER_ENTRIES.labels(host.name).inc()
@@ -157,26 +202,23 @@ class ModelFold:
             if n:
                 metrics.EXAMPLES_APPLIED.labels(host.name).inc(n)
             metrics.UPDATE_SECONDS.labels(host.name).observe(time.perf_counter() - started)
-            self._observe(fresh[-1].id)
+            self._observe(fresh[-1][0].id)
         await self.reader.ack([e.id for e in entries])
         if self.storage.shared and host.applied_id:
             await self.storage.publish_applied(host.name, host.applied_id)
         host.notify_applied()
 
-    def _parse_and_apply(self, entries: list[LogEntry]) -> tuple[int, list]:
-        """Worker thread: parse every entry, apply the good ones in one pass, in order."""
-        host = self.host
+    def _apply_parsed(self, fresh: list[tuple[LogEntry, Future]]) -> tuple[int, list]:
+        """Worker thread: wait for the parsed entries, apply the good ones in log order."""
         batches: list[ExampleBatch] = []
         rejected = []
-        for entry in entries:
-            try:
-                batches.append(parse_entry(entry.fields, host.n_features, host.hasher,
-                                           zero_based=host.spec.libsvm_zero_based))
-            except InputError as exc:
-                rejected.append((entry, exc.detail))
-            except Exception as exc:  # never block the stream on one entry
-                rejected.append((entry, f"{type(exc).__name__}: {exc}"))
-        return host.apply_all(batches, entries[-1].id)[0], rejected
+        for entry, future in fresh:
+            result = future.result()
+            if isinstance(result, str):
+                rejected.append((entry, result))
+            else:
+                batches.append(result)
+        return self.host.apply_all(batches, fresh[-1][0].id)[0], rejected
 
     def _observe(self, last_id: str) -> None:
         host = self.host

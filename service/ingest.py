@@ -2,13 +2,15 @@
 
 Every parser returns an :class:`ExampleBatch` or raises :class:`~service.errors.InputError`
 naming the item (JSON, 0-based) or line (libsvm, 1-based) and the field. A batch with one
-bad item is rejected whole. Numbers are parsed with orjson / numpy and validated vectorized,
-never element by element through pydantic. The REST routes and the stream consumer call the
-same functions, so a log entry is accepted or rejected the same way on both paths.
+bad item is rejected whole. Numbers are parsed by numba scanners (libsvm, JSON of the usual
+shape) or orjson / numpy, and validated vectorized or in one numba pass, never element by
+element through pydantic. The REST routes and the stream consumer call the same functions,
+so a log entry is accepted or rejected the same way on both paths.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,8 +21,17 @@ import orjson
 from algorithms.sparse import CSRBatch
 from algorithms.sparse.libsvm import LibsvmFormatError, parse_libsvm
 from service import wire
-from service._kernels import DUPLICATE, NEGATIVE, NOT_FINITE, TOO_LARGE, check_rows
-from service.errors import MalformedBodyError, item_error
+from service._json import scan_examples
+from service._kernels import (
+    DUPLICATE,
+    NEGATIVE,
+    NOT_FINITE,
+    OK,
+    TOO_LARGE,
+    check_copy_rows,
+    check_rows,
+)
+from service.errors import InputError, MalformedBodyError, item_error
 
 
 @dataclass
@@ -30,11 +41,16 @@ class ExampleBatch:
     X: CSRBatch
     labels: np.ndarray | None
     names: dict[int, str] = field(default_factory=dict)  # hashed index -> "namespace^name"
+    raw: bytes | None = None  # the validated FBX1 payload it was decoded from, if any
 
     def __len__(self) -> int:
         return self.X.n_rows
 
     def encode(self) -> bytes:
+        """The batch as an FBX1 payload: the one it came from when there is one (validated
+        whole, so it decodes to this batch again), else a float64 encoding."""
+        if self.raw is not None:
+            return self.raw
         return wire.encode_batch(self.X.indptr, self.X.indices, self.X.values, self.labels)
 
 
@@ -86,20 +102,49 @@ def validate_csr(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
             indices = indices.astype(np.int32)
         values = np.ascontiguousarray(values, dtype=np.float64)
         code, row, position = check_rows(indptr, indices, values, n_features)
-        if code == NEGATIVE:
-            raise item_error(f"negative feature index {int(indices[position])}",
-                             field="indices", **where(row))
-        if code == TOO_LARGE:
-            raise item_error(f"feature index {int(indices[position])} >= dimension "
-                             f"{n_features}", field="indices", **where(row))
-        if code == NOT_FINITE:
-            raise item_error("feature value is NaN or infinite", field="values", **where(row))
-        if code == DUPLICATE:
-            raise item_error("duplicate feature index", field="indices", **where(row))
+        _raise_row_error(code, row, position, indices, n_features, where)
     X = CSRBatch(np.ascontiguousarray(indptr, dtype=np.int64),
                  np.ascontiguousarray(indices, dtype=np.int32),
                  np.ascontiguousarray(values, dtype=np.float64), int(n_features))
     return ExampleBatch(X, labels)
+
+
+def _raise_row_error(code: int, row: int, position: int, indices: np.ndarray, n_features: int,
+                     where: Callable[[int], dict]) -> None:
+    """The problem found by a row-check kernel, as an :class:`InputError` (none when OK)."""
+    if code == OK:
+        return
+    if code == NEGATIVE:
+        raise item_error(f"negative feature index {int(indices[position])}",
+                         field="indices", **where(row))
+    if code == TOO_LARGE:
+        raise item_error(f"feature index {int(indices[position])} >= dimension "
+                         f"{n_features}", field="indices", **where(row))
+    if code == NOT_FINITE:
+        raise item_error("feature value is NaN or infinite", field="values", **where(row))
+    if code == DUPLICATE:
+        raise item_error("duplicate feature index", field="indices", **where(row))
+    raise AssertionError(f"unknown row-check code {code}")
+
+
+def decode_bin(data: bytes, n_features: int, *, field: str = "data",
+               keep_raw: bool = False) -> ExampleBatch:
+    """An ``FBX1`` payload -> validated batch: the layout checks of :mod:`service.wire`, then
+    one fused pass that checks every row and copies the read-only wire views into the
+    batch's own int32 / float64 arrays (no intermediate copies). Errors name the example
+    (``item``, 0-based) like :func:`validate_csr`. ``keep_raw``: remember ``data`` so that
+    appending the batch to the log writes it as it came (no re-encoding). O(nnz)."""
+    try:
+        indptr, indices, values, labels = wire.decode_views(data)
+    except wire.WireFormatError as exc:
+        raise item_error(str(exc), field=field) from exc
+    if len(labels) == 0:
+        raise item_error("the batch holds no examples", field="examples")
+    code, row, position, indices_out, values_out = check_copy_rows(indptr, indices, values,
+                                                                   n_features)
+    _raise_row_error(code, row, position, indices, n_features, lambda r: {"item": int(r)})
+    return ExampleBatch(CSRBatch(indptr, indices_out, values_out, int(n_features)),
+                        labels.astype(np.int8), raw=bytes(data) if keep_raw else None)
 
 
 # ---------------------------------------------------------------- JSON
@@ -109,7 +154,17 @@ Hasher = Callable[[str, str], int]
 
 def parse_json_body(body: bytes, n_features: int, hasher: Hasher | None, *,
                     require_labels: bool = True) -> ExampleBatch:
-    """``{"examples": [...]}``, a bare list, or one example object -> batch."""
+    """``{"examples": [...]}``, a bare list, or one example object -> batch.
+
+    Bodies of the common shape (index/value lists, labels ±1) go through the numba scanner
+    of :mod:`service._json` (no Python object per number); any other body, and any body
+    the scanner takes but validation rejects, is parsed with orjson below, so what is
+    accepted and every error message are the same either way."""
+    if require_labels:
+        arrays = scan_examples(body)
+        if arrays is not None:
+            with contextlib.suppress(InputError):  # the slow path names the problem
+                return validate_csr(*arrays, n_features)
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -272,11 +327,7 @@ def parse_entry(fields: dict, n_features: int, hasher: Hasher | None, *,
     fmt = fields.get(b"fmt", fields.get("fmt"))
     fmt = fmt.decode() if isinstance(fmt, bytes) else (fmt or wire.infer_format(data))
     if fmt == "bin":
-        try:
-            indptr, indices, values, labels = wire.decode_batch(data)
-        except wire.WireFormatError as exc:
-            raise item_error(str(exc), field="data") from exc
-        return validate_csr(indptr, indices, values, labels, n_features)
+        return decode_bin(data, n_features)
     if fmt == "json":
         return parse_json_body(data, n_features, hasher)
     if fmt == "libsvm":

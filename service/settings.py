@@ -20,6 +20,7 @@ class Settings(BaseSettings):
     api_keys: str = Field(default="", description="comma-separated; 'key:read' = predict only")
     max_body_bytes: int = 32 << 20
     microbatch_max_entries: int = 16
+    microbatch_max_bytes: int = 64 << 20  # fewer entries per read when entries are big
     apply_chunk_examples: int = 256  # rows per kernel call (bounds event-loop stalls)
     consumer_block_ms: int = 200
     prefetch: bool = True  # read the next micro-batch while one is applied

@@ -96,11 +96,12 @@ def encode_batch(indptr, indices, values, labels, *, value_bytes: int = 8) -> by
     return b"".join(parts)
 
 
-def decode_batch(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Decode an ``FBX1`` payload -> (indptr int64, indices int32, values float64, labels int8).
+def decode_views(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Decode an ``FBX1`` payload without copying its arrays -> (indptr int64, indices
+    int32, values float32|float64, labels int8), the last three read-only views of ``data``.
 
     Checks the layout only (sizes, label set); feature validity is checked by the caller
-    against the model. Raises :class:`WireFormatError`. O(nnz).
+    against the model. Raises :class:`WireFormatError`. O(n) plus no copy of the non-zeros.
     """
     if len(data) < HEADER_BYTES:
         raise WireFormatError("binary batch shorter than its 16-byte header")
@@ -116,12 +117,12 @@ def decode_batch(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     offset = HEADER_BYTES
     lengths = np.frombuffer(data, dtype="<u4", count=n, offset=offset)
     offset += 4 * n
-    indices = np.frombuffer(data, dtype="<i4", count=nnz, offset=offset).astype(np.int32)
+    indices = np.frombuffer(data, dtype="<i4", count=nnz, offset=offset)
     offset += 4 * nnz
     vdtype = "<f4" if value_bytes == 4 else "<f8"
-    values = np.frombuffer(data, dtype=vdtype, count=nnz, offset=offset).astype(np.float64)
+    values = np.frombuffer(data, dtype=vdtype, count=nnz, offset=offset)
     offset += value_bytes * nnz
-    labels = np.frombuffer(data, dtype="<i1", count=n, offset=offset).copy()
+    labels = np.frombuffer(data, dtype="<i1", count=n, offset=offset)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
     if indptr[-1] != nnz:
@@ -130,6 +131,15 @@ def decode_batch(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     if len(bad):
         raise WireFormatError(f"example {int(bad[0])}: label {int(labels[bad[0]])} is not -1 or +1")
     return indptr, indices, values, labels
+
+
+def decode_batch(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Decode an ``FBX1`` payload -> (indptr int64, indices int32, values float64, labels int8),
+    arrays of their own (see :func:`decode_views`). Raises :class:`WireFormatError`. O(nnz).
+    """
+    indptr, indices, values, labels = decode_views(data)
+    return (indptr, indices.astype(np.int32), values.astype(np.float64),
+            labels.astype(np.int8))
 
 
 def infer_format(data: bytes) -> str:

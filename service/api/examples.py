@@ -7,7 +7,7 @@ import asyncio
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from service import metrics, wire
+from service import metrics
 from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
 from service.errors import (
     MalformedBodyError,
@@ -16,7 +16,7 @@ from service.errors import (
     UnsupportedMediaTypeError,
     item_error,
 )
-from service.ingest import parse_json_body, parse_json_examples, parse_libsvm_body, validate_csr
+from service.ingest import decode_bin, parse_json_body, parse_json_examples, parse_libsvm_body
 from service.schemas import ExamplesAccepted, FeedbackRequest, FeedbackResponse, PredictResponse
 
 router = APIRouter(prefix="/v1/models/{model}", tags=["examples"])
@@ -34,11 +34,7 @@ def _parse_examples(body: bytes, media_type: str, host):
         return parse_libsvm_body(body, host.n_features,
                                  zero_based=host.spec.libsvm_zero_based), "libsvm"
     if media_type in ("application/octet-stream", "application/x-featurebudget-batch"):
-        try:
-            indptr, indices, values, labels = wire.decode_batch(body)
-        except wire.WireFormatError as exc:
-            raise item_error(str(exc), field="body") from exc
-        return validate_csr(indptr, indices, values, labels, host.n_features), "bin"
+        return decode_bin(body, host.n_features, field="body", keep_raw=True), "bin"
     raise UnsupportedMediaTypeError(
         f"content type {media_type!r} is not supported; use application/json, text/plain "
         "(libsvm) or application/octet-stream (FBX1 binary)")

@@ -17,6 +17,7 @@ import time
 
 import redis
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from service import wire
@@ -38,15 +39,127 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class _RedisReader(LogReader):
-    """Reads with a *blocking* client in a worker thread: big XREADGROUP replies (MBs of
-    binary batches) are parsed far faster from a plain socket than through asyncio's
-    64 KiB flow-controlled stream reader, and the event loop stays free meanwhile."""
+_BIG_BULK = 1 << 16  # bulk strings at least this long are received straight into their buffer
 
-    def __init__(self, client: aioredis.Redis, sync_client, model: str, consumer: str,
+
+class _RespReply:
+    """A minimal RESP2 reply reader over a blocking socket, for XREADGROUP replies.
+
+    Each big bulk string (a log entry's ``data``: up to MBs) is received with ``recv_into``
+    straight into a ``bytearray`` of its exact size: one copy from the kernel, where the
+    generic client copies it three times (socket buffer, hiredis buffer, ``bytes``). Small
+    elements are read through a 64 KiB buffer."""
+
+    def __init__(self, sock) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self.pos = 0
+
+    def _fill(self) -> None:
+        if self.pos:
+            del self.buf[:self.pos]
+            self.pos = 0
+        chunk = self.sock.recv(_BIG_BULK)
+        if not chunk:
+            raise RedisConnectionError("Redis closed the connection during a reply")
+        self.buf += chunk
+
+    def _line(self) -> bytes:
+        while True:
+            end = self.buf.find(b"\r\n", self.pos)
+            if end >= 0:
+                line = bytes(self.buf[self.pos:end])
+                self.pos = end + 2
+                return line
+            self._fill()
+
+    def _bulk(self, size: int):
+        available = len(self.buf) - self.pos
+        if size < _BIG_BULK or available >= size + 2:
+            while len(self.buf) - self.pos < size + 2:
+                self._fill()
+            value = bytes(self.buf[self.pos:self.pos + size])
+            self.pos += size + 2
+            return value
+        value = bytearray(size)
+        value[:available] = self.buf[self.pos:]
+        self.buf.clear()
+        self.pos = 0
+        view, received = memoryview(value), available
+        while received < size:
+            k = self.sock.recv_into(view[received:])
+            if not k:
+                raise RedisConnectionError("Redis closed the connection during a reply")
+            received += k
+        while len(self.buf) < 2:  # the bulk's trailing CRLF
+            self._fill()
+        self.pos = 2
+        return value
+
+    def value(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.value() for _ in range(n)]
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._bulk(n)
+        if kind == b":":
+            return int(rest)
+        if kind == b"+":
+            return rest
+        if kind == b"-":
+            raise ResponseError(rest.decode(errors="replace"))
+        if kind == b"_":
+            return None
+        raise RedisConnectionError(f"unexpected RESP reply type {kind!r}")
+
+    def done(self) -> bool:
+        return self.pos == len(self.buf)
+
+
+def xreadgroup_raw(pool: redis.ConnectionPool, key: str, consumer: str, count: int,
+                   block_ms: int) -> list[tuple[bytes, dict | None]]:
+    """``XREADGROUP ... STREAMS key >`` on a blocking connection of ``pool`` -> [(id,
+    fields)], big field values as ``bytearray`` (see :class:`_RespReply`). A connection
+    whose reply was not read to its end is dropped, never reused."""
+    connection = pool.get_connection()
+    clean = False
+    try:
+        connection.send_command("XREADGROUP", "GROUP", wire.CONSUMER_GROUP, consumer,
+                                "COUNT", count, "BLOCK", block_ms, "STREAMS", key, ">")
+        reply = _RespReply(connection._get_socket())
+        try:
+            response = reply.value()
+        except ResponseError:
+            clean = reply.done()
+            raise
+        clean = reply.done()
+    finally:
+        if not clean:
+            connection.disconnect()
+        pool.release(connection)
+    if not response:
+        return []
+    _, messages = response[0]
+    out = []
+    for message_id, flat in messages:
+        fields = None if flat is None else {
+            bytes(flat[k]): flat[k + 1] for k in range(0, len(flat) - 1, 2)}
+        out.append((message_id, fields))
+    return out
+
+
+class _RedisReader(LogReader):
+    """Reads with a *blocking* connection in a worker thread (:func:`xreadgroup_raw`): big
+    XREADGROUP replies (MBs of batches) are received far faster from a plain socket than
+    through asyncio's flow-controlled stream reader, and the event loop stays free."""
+
+    def __init__(self, client: aioredis.Redis, raw_pool, model: str, consumer: str,
                  autoclaim_idle_ms: int) -> None:
         self.client = client
-        self.sync_client = sync_client
+        self.raw_pool = raw_pool
         self.key = wire.log_key(model)
         self.consumer = consumer
         self.autoclaim_idle_ms = autoclaim_idle_ms
@@ -61,12 +174,8 @@ class _RedisReader(LogReader):
         await self.client.xgroup_setid(self.key, wire.CONSUMER_GROUP, after_id or "0")
 
     async def read(self, count: int, block_ms: int) -> list[LogEntry]:
-        response = await asyncio.to_thread(
-            self.sync_client.xreadgroup, wire.CONSUMER_GROUP, self.consumer, {self.key: ">"},
-            count=count, block=max(1, block_ms))
-        if not response:
-            return []
-        _, messages = response[0]
+        messages = await asyncio.to_thread(xreadgroup_raw, self.raw_pool, self.key,
+                                           self.consumer, count, max(1, block_ms))
         return [LogEntry(_text(i), fields) for i, fields in messages if fields is not None]
 
     async def ack(self, ids: list[str]) -> None:
@@ -108,8 +217,7 @@ class RedisStorage(Storage):
     async def open(self) -> None:
         self.client = aioredis.from_url(self.url, decode_responses=False)
         await self.client.ping()
-        self.sync_client = redis.Redis.from_url(self.url, decode_responses=False,
-                                                socket_read_size=1 << 20)
+        self.raw_pool = redis.ConnectionPool.from_url(self.url, protocol=2)
         self._renew = self.client.register_script(_RENEW)
         self._release = self.client.register_script(_RELEASE)
 
@@ -117,7 +225,7 @@ class RedisStorage(Storage):
         if self.client is not None:
             await self.client.aclose()
             self.client = None
-            self.sync_client.close()
+            self.raw_pool.disconnect()
 
     async def ping(self) -> None:
         await self.client.ping()
@@ -162,14 +270,14 @@ class RedisStorage(Storage):
         await self.client.xtrim(wire.log_key(model), minid=keep_from_id, approximate=False)
 
     def reader(self, model: str, consumer: str) -> LogReader:
-        return _RedisReader(self.client, self.sync_client, model, consumer,
+        return _RedisReader(self.client, self.raw_pool, model, consumer,
                             self.autoclaim_idle_ms)
 
     async def deadletter(self, model: str, entry: LogEntry, reason: str) -> None:
         fields = {b"source_id": entry.id.encode(), b"reason": reason.encode(),
                   b"time": repr(time.time()).encode(),
-                  b"fmt": entry.fields.get(b"fmt", b""),
-                  b"data": entry.fields.get(b"data", b"")[:65536]}
+                  b"fmt": bytes(entry.fields.get(b"fmt", b"")),
+                  b"data": bytes(entry.fields.get(b"data", b"")[:65536])}
         await self.client.xadd(wire.deadletter_key(model), fields,
                                maxlen=self.deadletter_maxlen, approximate=True)
 

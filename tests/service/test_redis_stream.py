@@ -100,9 +100,13 @@ def test_trimming_keeps_what_the_snapshot_needs(redis_url, x1):
             response = client.post("/v1/models/m/examples?wait=true",
                                    json={"examples": json_examples(X, y, start, start + 50)})
         last = response.json()["log_ids"][-1]
-        snapshot_id = r.hget(wire.snapshot_key("m"), b"log_id").decode()
-        first_kept = r.xrange(wire.log_key("m"), count=1)[0][0].decode()
-        assert first_kept == snapshot_id  # everything before the snapshot is gone
+
+        def trimmed_to_the_snapshot() -> bool:  # the trim follows the snapshot's write
+            snapshot_id = r.hget(wire.snapshot_key("m"), b"log_id").decode()
+            first_kept = r.xrange(wire.log_key("m"), count=1)[0][0].decode()
+            return first_kept == snapshot_id  # everything before the snapshot is gone
+
+        wait_for(trimmed_to_the_snapshot)
         assert r.xlen(wire.log_key("m")) < 8
         assert client.get("/v1/models/m").json()["log_position"] == last
     with TestClient(create_app(settings(redis_url))) as client:  # restart: snapshot + replay
@@ -130,3 +134,69 @@ def test_two_processes_share_a_model_through_the_lease(redis_url, x1):
     state = loads_state(redis.Redis.from_url(redis_url).hget(wire.snapshot_key("m"), b"state"))
     assert same_state(state, oracle.state_dict())
     assert np.isfinite(oracle.decision_function(X.row_slice(0, 1))).all()
+
+
+def test_raw_xreadgroup_reader_matches_redis_py(redis_url):
+    """The consumer's own RESP reader: big values received in place, small ones buffered,
+    the empty reply, a server error (the connection stays usable), entries in order."""
+    from redis.exceptions import ResponseError
+
+    from service.storage.redis import xreadgroup_raw
+
+    r = redis.Redis.from_url(redis_url)
+    key = "featurebudget-test:raw"
+    r.delete(key)
+    r.xgroup_create(key, wire.CONSUMER_GROUP, id="0", mkstream=True)
+    rng = np.random.default_rng(0)
+    payloads = [rng.bytes(size) for size in (0, 1, 100, 65535, 65536, 65537, 300_000, 2_000_003)]
+    payloads += [b"a\r\nb\r\n" * 5000]
+    ids = [r.xadd(key, {b"fmt": b"bin", b"data": p, b"extra": str(i)}) for i, p in
+           enumerate(payloads)]
+    pool = redis.ConnectionPool.from_url(redis_url, protocol=2)
+    try:
+        got = []
+        while True:
+            batch = xreadgroup_raw(pool, key, "c", 3, 10)
+            if not batch:
+                break
+            got += batch
+        assert [i for i, _ in got] == ids
+        for (_, fields), i, payload in zip(got, range(len(payloads)), payloads, strict=True):
+            assert bytes(fields[b"data"]) == payload
+            assert fields[b"fmt"] == b"bin" and fields[b"extra"] == str(i).encode()
+        with pytest.raises(ResponseError, match="NOGROUP"):
+            xreadgroup_raw(pool, "featurebudget-test:no-such-stream", "c", 1, 1)
+        new = r.xadd(key, {b"data": b"after the error"})
+        assert xreadgroup_raw(pool, key, "c", 10, 10) == [(new, {b"data": b"after the error"})]
+    finally:
+        pool.disconnect()
+        r.delete(key)
+
+
+def test_big_entries_few_per_read_and_big_garbage_dead_lettered(redis_url, x1):
+    """Entries over the raw reader's in-place threshold (64 KiB) in every format, a read
+    count cut down by microbatch_max_bytes, and a big malformed entry dead-lettered."""
+    import orjson
+
+    X, y = x1
+    r = redis.Redis.from_url(redis_url)
+    with TestClient(create_app(settings(redis_url, microbatch_max_bytes=1))) as client:
+        create(client)
+        key = wire.log_key("m")
+        big = [(b"bin", wire.encode_batch(X.indptr[:151], X.indices, X.values, y[:150])),
+               (b"libsvm", libsvm_text(X, y, 150, 300)),
+               (b"json", orjson.dumps({"examples": json_examples(X, y, 300, 450)}))]
+        assert all(len(data) > 1 << 16 for _, data in big)
+        r.xadd(key, {b"fmt": big[0][0], b"data": big[0][1]})
+        r.xadd(key, {b"fmt": b"libsvm", b"data": b"1 1:1\n" + b"x" * 200_000})
+        for fmt, data in big[1:]:
+            last = r.xadd(key, {b"fmt": fmt, b"data": data})
+        wait_for(lambda: client.get("/v1/models/m").json()["log_position"] == last.decode())
+        assert client.get("/v1/models/m").json()["examples_applied"] == 450
+        dead = client.get("/v1/models/m/deadletters").json()["entries"]
+        assert len(dead) == 1 and "line 2" in dead[0]["reason"]
+        assert len(r.xrange(wire.deadletter_key("m"))[0][1][b"data"]) == 65536
+    oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
+        X.row_slice(0, 450), y[:450].astype(float))
+    state = loads_state(r.hget(wire.snapshot_key("m"), b"state"))
+    assert same_state(state, oracle.state_dict())

@@ -1,0 +1,371 @@
+"""A numba scanner for the common shape of a JSON examples body (one pass, no GIL).
+
+``{"examples": [{"indices": [int, ...], "values": [number, ...], "label": 1 | -1}, ...]}``
+(or the bare list), keys in any order, JSON whitespace anywhere. Anything else (other
+keys, escapes in keys, named features, labels written ``1.0``, numbers outside the exact
+paths below, malformed JSON) makes the scanner give up, and the caller parses the body with
+orjson instead, which accepts and rejects exactly as before: the scanner is only a faster
+route to the same arrays, never a different judgement.
+
+Numbers are correctly rounded: a mantissa of at most 19 significant digits with a decimal
+exponent within +-22 is exact by Clinger's fast path when the mantissa is below 2^53;
+otherwise, for negative exponents down to -27, by an exact integer division ``M / 5^k``
+with round-half-even on 53 bits (``k`` = the decimal places). Other numbers give up.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+GIVE_UP = 1  # status of a body the scanner does not handle (parse it with orjson)
+
+_POW10 = np.array([10.0 ** k for k in range(23)])
+_POW5 = np.array([5 ** k for k in range(28)], dtype=np.uint64)
+_RECIP_SHIFT = np.array([63 + (5 ** k).bit_length() for k in range(28)], dtype=np.int64)
+_RECIP = np.array([0] + [(1 << int(_RECIP_SHIFT[k])) // 5 ** k for k in range(1, 28)],
+                  dtype=np.uint64)  # floor(2^shift / 5^k) in [2^63, 2^64); k = 0 unused
+_TWO54 = np.uint64(1 << 54)
+_ONE = np.uint64(1)
+_ZERO = np.uint64(0)
+_TEN = np.uint64(10)
+_KEY_INDICES = np.frombuffer(b"indices", dtype=np.uint8)
+_KEY_VALUES = np.frombuffer(b"values", dtype=np.uint8)
+_KEY_LABEL = np.frombuffer(b"label", dtype=np.uint8)
+_KEY_EXAMPLES = np.frombuffer(b"examples", dtype=np.uint8)
+
+
+@njit(cache=True, inline="always")
+def _bit_length(x):
+    n = 0
+    for width in (32, 16, 8, 4, 2, 1):
+        if x >= (_ONE << np.uint64(width)):
+            x >>= np.uint64(width)
+            n += width
+    return n + (1 if x > _ZERO else 0)
+
+
+@njit(cache=True, inline="always")
+def _mul_128(a, b):
+    """The 128-bit product of two uint64 as (high, low)."""
+    mask = np.uint64(0xFFFFFFFF)
+    s32 = np.uint64(32)
+    a0, a1, b0, b1 = a & mask, a >> s32, b & mask, b >> s32
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> s32) + (p01 & mask) + (p10 & mask)
+    return p11 + (p01 >> s32) + (p10 >> s32) + (mid >> s32), (mid << s32) | (p00 & mask)
+
+
+@njit(cache=True)
+def _divide(mantissa, k, divisor):
+    """mantissa / 10^k correctly rounded (round half to even), 0 <= k <= 27, mantissa > 0,
+    ``divisor`` = 5^k."""
+    q = mantissa // divisor
+    r = mantissa - q * divisor
+    shift = 0
+    room = 64 - _bit_length(divisor)  # r < divisor: r << room cannot overflow
+    while q < _TWO54:  # append quotient bits until there are 55 (53 + guard + 1)
+        step = min(room, 55 - _bit_length(q))
+        c = np.uint64(step)
+        r <<= c
+        digit = r // divisor
+        q = (q << c) | digit
+        r -= digit * divisor
+        shift += step
+    extra = _bit_length(q) - 53
+    e = np.uint64(extra)
+    top = q >> e
+    rest = q & ((_ONE << e) - _ONE)
+    half = _ONE << np.uint64(extra - 1)
+    if rest > half or (rest == half and (r != _ZERO or (top & _ONE) == _ONE)):
+        top += _ONE
+    return math.ldexp(float(top), extra - shift - k)
+
+
+@njit(cache=True, inline="always")
+def _divide_fast(mantissa, k, reciprocal, shift, divisor):
+    """mantissa / 10^k correctly rounded, 1 <= k <= 27: one 64x64 -> 128-bit product with
+    ``reciprocal`` = floor(2^shift / 5^k) in [2^63, 2^64) gives the quotient to within
+    2^64 in its low 64 bits; when that cannot move the rounding of the 53 kept bits the
+    result is exact, else (about 1 in 500 numbers) the exact long division decides."""
+    z = 64 - _bit_length(mantissa)
+    high, low = _mul_128(mantissa << np.uint64(z), reciprocal)
+    drop = 11 if high >= (_ONE << np.uint64(63)) else 10  # bits of `high` below the kept 53
+    kept = high >> np.uint64(drop)
+    rest = high & ((_ONE << np.uint64(drop)) - _ONE)
+    half = _ONE << np.uint64(drop - 1)
+    if rest + _ONE < half:
+        pass  # the dropped bits stay below one half whatever the error: round down
+    elif rest > half or (rest == half and low > _ZERO):
+        kept += _ONE  # the dropped bits exceed one half: round up
+    else:
+        return _divide(mantissa, k, divisor)
+    return math.ldexp(float(kept), 64 + drop - shift - z - k)
+
+
+@njit(cache=True, inline="always")
+def _skip_ws(buf, pos, end):
+    while pos < end:
+        c = buf[pos]
+        if c != 32 and c != 10 and c != 13 and c != 9:
+            break
+        pos += 1
+    return pos
+
+
+@njit(cache=True, inline="always")
+def _number(buf, pos, end, pow10, pow5):
+    """A JSON number at ``pos`` -> (value, next position, is_integer, ok)."""
+    start = pos
+    negative = False
+    if pos < end and buf[pos] == 45:
+        negative = True
+        pos += 1
+    if pos >= end or not (48 <= buf[pos] <= 57):
+        return 0.0, pos, False, False
+    mantissa = _ZERO
+    digits = 0
+    if buf[pos] == 48:  # a leading zero stands alone
+        pos += 1
+        if pos < end and 48 <= buf[pos] <= 57:
+            return 0.0, pos, False, False
+    else:
+        while pos < end and 48 <= buf[pos] <= 57:
+            if digits < 20:
+                mantissa = mantissa * _TEN + np.uint64(buf[pos] - 48)
+            digits += 1
+            pos += 1
+    exponent = 0
+    integer = True
+    if pos < end and buf[pos] == 46:  # '.'
+        integer = False
+        pos += 1
+        if pos >= end or not (48 <= buf[pos] <= 57):
+            return 0.0, pos, False, False
+        while pos < end and 48 <= buf[pos] <= 57:
+            if digits > 0 or buf[pos] != 48:
+                if digits < 20:
+                    mantissa = mantissa * _TEN + np.uint64(buf[pos] - 48)
+                digits += 1
+            exponent -= 1
+            pos += 1
+    if pos < end and (buf[pos] == 101 or buf[pos] == 69):  # 'e' 'E'
+        integer = False
+        pos += 1
+        exp_negative = False
+        if pos < end and (buf[pos] == 45 or buf[pos] == 43):
+            exp_negative = buf[pos] == 45
+            pos += 1
+        if pos >= end or not (48 <= buf[pos] <= 57):
+            return 0.0, pos, False, False
+        written = 0
+        while pos < end and 48 <= buf[pos] <= 57:
+            if written < 100000:
+                written = written * 10 + (buf[pos] - 48)
+            pos += 1
+        exponent += -written if exp_negative else written
+    if digits > 19 or (integer and digits > 18):
+        return 0.0, start, integer, False
+    if mantissa == _ZERO:
+        value = 0.0
+        if negative and not integer:
+            value = -0.0
+        return value, pos, integer, True
+    if mantissa <= np.uint64(1 << 53) and -22 <= exponent <= 22:
+        m = float(mantissa)
+        value = m * pow10[exponent] if exponent >= 0 else m / pow10[-exponent]
+    elif -27 <= exponent <= 0:
+        k = -exponent
+        value = _divide_fast(mantissa, k, _RECIP[k], _RECIP_SHIFT[k], pow5[k]) if k > 0 \
+            else float(mantissa)
+    else:
+        return 0.0, start, integer, False
+    if integer:  # orjson makes an int of it (|value| < 2^63: at most 18 digits)
+        value = float(np.int64(mantissa))
+    return (-value if negative else value), pos, integer, True
+
+
+@njit(cache=True, inline="always")
+def _key(buf, pos, end, key):
+    """``pos`` at a '"': (next position after the closing quote, matched)."""
+    n = len(key)
+    if pos + n + 1 >= end:
+        return pos, False
+    for i in range(n):
+        if buf[pos + 1 + i] != key[i]:
+            return pos, False
+    if buf[pos + 1 + n] != 34:
+        return pos, False
+    return pos + n + 2, True
+
+
+@njit(cache=True)
+def _grow_int(a, need):
+    if need <= len(a):
+        return a
+    out = np.empty(max(need, 2 * len(a)), dtype=a.dtype)
+    out[:len(a)] = a
+    return out
+
+
+@njit(cache=True)
+def _grow_float(a, need):
+    if need <= len(a):
+        return a
+    out = np.empty(max(need, 2 * len(a)), dtype=a.dtype)
+    out[:len(a)] = a
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _scan(buf, capacity, pow10, pow5, k_examples, k_indices, k_values, k_label):
+    """-> (status, n, lengths, labels, indices, values, nnz); status 0 when handled."""
+    end = len(buf)
+    lengths = np.empty(16, dtype=np.int64)
+    labels = np.empty(16, dtype=np.int8)
+    indices = np.empty(capacity, dtype=np.int32)
+    values = np.empty(capacity, dtype=np.float64)
+    nnz = 0
+    n = 0
+    pos = _skip_ws(buf, 0, end)
+    wrapped = False
+    if pos < end and buf[pos] == 123:  # {"examples": [...]}
+        wrapped = True
+        pos = _skip_ws(buf, pos + 1, end)
+        if pos >= end or buf[pos] != 34:
+            return GIVE_UP, n, lengths, labels, indices, values, nnz
+        pos, ok = _key(buf, pos, end, k_examples)
+        if not ok:
+            return GIVE_UP, n, lengths, labels, indices, values, nnz
+        pos = _skip_ws(buf, pos, end)
+        if pos >= end or buf[pos] != 58:
+            return GIVE_UP, n, lengths, labels, indices, values, nnz
+        pos = _skip_ws(buf, pos + 1, end)
+    if pos >= end or buf[pos] != 91:
+        return GIVE_UP, n, lengths, labels, indices, values, nnz
+    pos = _skip_ws(buf, pos + 1, end)
+    while True:  # one example object per turn
+        if pos >= end or buf[pos] != 123:
+            return GIVE_UP, n, lengths, labels, indices, values, nnz
+        pos = _skip_ws(buf, pos + 1, end)
+        seen_indices = seen_values = seen_label = False
+        n_indices = n_values = 0
+        label = 0
+        row_start = nnz
+        while True:  # one member per turn
+            if pos >= end or buf[pos] != 34:
+                return GIVE_UP, n, lengths, labels, indices, values, nnz
+            which = 0
+            after, ok = _key(buf, pos, end, k_indices)
+            if ok:
+                which = 1
+            else:
+                after, ok = _key(buf, pos, end, k_values)
+                if ok:
+                    which = 2
+                else:
+                    after, ok = _key(buf, pos, end, k_label)
+                    if ok:
+                        which = 3
+            if which == 0:
+                return GIVE_UP, n, lengths, labels, indices, values, nnz
+            pos = _skip_ws(buf, after, end)
+            if pos >= end or buf[pos] != 58:
+                return GIVE_UP, n, lengths, labels, indices, values, nnz
+            pos = _skip_ws(buf, pos + 1, end)
+            if which == 3:
+                if seen_label:
+                    return GIVE_UP, n, lengths, labels, indices, values, nnz
+                seen_label = True
+                value, pos, integer, ok = _number(buf, pos, end, pow10, pow5)
+                if not ok or not integer or (value != 1.0 and value != -1.0):
+                    return GIVE_UP, n, lengths, labels, indices, values, nnz
+                label = 1 if value > 0 else -1
+            else:
+                if (which == 1 and seen_indices) or (which == 2 and seen_values):
+                    return GIVE_UP, n, lengths, labels, indices, values, nnz
+                if pos >= end or buf[pos] != 91:
+                    return GIVE_UP, n, lengths, labels, indices, values, nnz
+                pos = _skip_ws(buf, pos + 1, end)
+                count = 0
+                if pos < end and buf[pos] == 93:
+                    pos += 1
+                else:
+                    while True:
+                        value, pos, integer, ok = _number(buf, pos, end, pow10, pow5)
+                        if not ok:
+                            return GIVE_UP, n, lengths, labels, indices, values, nnz
+                        slot = row_start + count
+                        if which == 1:
+                            if not integer or not (-2147483648.0 <= value <= 2147483647.0):
+                                return GIVE_UP, n, lengths, labels, indices, values, nnz
+                            if slot >= len(indices):
+                                indices = _grow_int(indices, slot + 1)
+                            indices[slot] = np.int32(value)
+                        else:
+                            if slot >= len(values):
+                                values = _grow_float(values, slot + 1)
+                            values[slot] = value
+                        count += 1
+                        pos = _skip_ws(buf, pos, end)
+                        if pos < end and buf[pos] == 44:
+                            pos = _skip_ws(buf, pos + 1, end)
+                            continue
+                        if pos < end and buf[pos] == 93:
+                            pos += 1
+                            break
+                        return GIVE_UP, n, lengths, labels, indices, values, nnz
+                if which == 1:
+                    seen_indices = True
+                    n_indices = count
+                else:
+                    seen_values = True
+                    n_values = count
+            pos = _skip_ws(buf, pos, end)
+            if pos < end and buf[pos] == 44:
+                pos = _skip_ws(buf, pos + 1, end)
+                continue
+            if pos < end and buf[pos] == 125:
+                pos += 1
+                break
+            return GIVE_UP, n, lengths, labels, indices, values, nnz
+        if not (seen_indices and seen_values and seen_label) or n_indices != n_values:
+            return GIVE_UP, n, lengths, labels, indices, values, nnz
+        nnz = row_start + n_indices
+        lengths = _grow_int(lengths, n + 1)
+        labels = _grow_int(labels, n + 1)
+        lengths[n] = n_indices
+        labels[n] = label
+        n += 1
+        pos = _skip_ws(buf, pos, end)
+        if pos < end and buf[pos] == 44:
+            pos = _skip_ws(buf, pos + 1, end)
+            continue
+        if pos < end and buf[pos] == 93:
+            pos += 1
+            break
+        return GIVE_UP, n, lengths, labels, indices, values, nnz
+    pos = _skip_ws(buf, pos, end)
+    if wrapped:
+        if pos >= end or buf[pos] != 125:
+            return GIVE_UP, n, lengths, labels, indices, values, nnz
+        pos = _skip_ws(buf, pos + 1, end)
+    if pos != end:
+        return GIVE_UP, n, lengths, labels, indices, values, nnz
+    return 0, n, lengths, labels, indices, values, nnz
+
+
+def scan_examples(body: bytes):
+    """(indptr int64, indices int32, values float64, labels int8) of a body of the common
+    shape, or None: then parse it with orjson (see the module docstring)."""
+    buf = np.frombuffer(body, dtype=np.uint8)
+    capacity = body.count(b",") + 16
+    status, n, lengths, labels, indices, values, nnz = _scan(
+        buf, capacity, _POW10, _POW5, _KEY_EXAMPLES, _KEY_INDICES, _KEY_VALUES, _KEY_LABEL)
+    if status != 0 or n == 0:
+        return None
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths[:n], out=indptr[1:])
+    return indptr, indices[:nnz], values[:nnz], labels[:n]
