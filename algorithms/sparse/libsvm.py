@@ -37,7 +37,7 @@ _MESSAGES = {
 }
 _POW10 = np.array([10.0 ** k for k in range(23)])
 _SPACE, _TAB, _CR, _NL, _HASH, _COLON = 32, 9, 13, 10, 35, 58
-PARALLEL_MIN_BYTES = 4 << 20   # inputs at least this large are parsed by several threads
+PARALLEL_MIN_BYTES = 1 << 20   # inputs at least this large are parsed by several threads
 
 
 class LibsvmFormatError(ValueError):
@@ -137,7 +137,7 @@ def _parse(buf, max_rows, max_nnz, one_based, pow10):
     n = len(buf)
     labels = np.empty(max_rows, dtype=np.float64)
     indptr = np.zeros(max_rows + 1, dtype=np.int64)
-    indices = np.empty(max_nnz, dtype=np.int64)
+    indices = np.empty(max_nnz, dtype=np.int32)
     values = np.empty(max_nnz, dtype=np.float64)
     hard_slots = np.empty(max_nnz + max_rows, dtype=np.int64)   # >= 0 value, < 0 label
     hard_spans = np.empty((max_nnz + max_rows, 2), dtype=np.int64)
@@ -323,7 +323,7 @@ def _finish(chunks: list[_Chunk], n_features: int | None, zero_based, source: st
     offsets = np.cumsum([0] + [len(c.indices) for c in chunks])
     indptr = np.concatenate([[0]] + [c.indptr[1:] + o for c, o in zip(chunks, offsets,
                                                                         strict=False)])
-    indices = np.concatenate([c.indices for c in chunks]) if chunks else np.zeros(0, np.int64)
+    indices = np.concatenate([c.indices for c in chunks]) if chunks else np.zeros(0, np.int32)
     values = np.concatenate([c.values for c in chunks]) if chunks else np.zeros(0)
     labels = np.concatenate([c.labels for c in chunks]) if chunks else np.zeros(0)
     nnz = len(indices)
@@ -339,8 +339,8 @@ def _finish(chunks: list[_Chunk], n_features: int | None, zero_based, source: st
                 _fail(chunk, row, f"feature index {width - 1 + (zero_based is False)} is out "
                       f"of range for {n_features} features", source)
             row -= len(chunk.labels)
-    return CSRBatch(indptr.astype(np.int64), indices.astype(np.int32), values,
-                    int(n_features)), labels
+    return CSRBatch(indptr.astype(np.int64, copy=False), indices.astype(np.int32, copy=False),
+                    values, int(n_features)), labels
 
 
 def parse_libsvm(data: bytes | bytearray | memoryview | np.ndarray, n_features: int | None = None,
