@@ -1,49 +1,28 @@
-"""Numba kernels of the service's input validation (trust nothing, one pass, no GIL)."""
+"""Numba kernels of the service's input validation (trust nothing, one pass, no GIL).
+
+Row checks are ``algorithms.sparse._validate``'s; this adds the check-and-copy of wire data."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-OK, NEGATIVE, TOO_LARGE, NOT_FINITE, DUPLICATE = range(5)
+from algorithms.sparse._validate import (
+    DUPLICATE,
+    NEGATIVE,
+    NOT_FINITE,
+    OK,
+    TOO_LARGE,
+    check_rows,
+)
 
-
-@njit(cache=True, nogil=True)
-def _check_rows(indptr, indices, values, n_features):
-    """(code, row, position) of the first problem, code OK when none. O(nnz) for rows with
-    increasing indices; an unsorted row is checked by sorting a copy, O(m log m)."""
-    n = len(indptr) - 1
-    for row in range(n):
-        lo, hi = indptr[row], indptr[row + 1]
-        increasing = True
-        previous = -1
-        for k in range(lo, hi):
-            index = indices[k]
-            if index < 0:
-                return NEGATIVE, row, k
-            if index >= n_features:
-                return TOO_LARGE, row, k
-            if not np.isfinite(values[k]):
-                return NOT_FINITE, row, k
-            if index <= previous:
-                increasing = False
-            previous = index
-        if not increasing:
-            ordered = np.sort(indices[lo:hi])
-            for k in range(1, hi - lo):
-                if ordered[k] == ordered[k - 1]:
-                    return DUPLICATE, row, lo
-    return OK, -1, -1
-
-
-def check_rows(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
-               n_features: int) -> tuple[int, int, int]:
-    return _check_rows(indptr, indices, values, np.int64(n_features))
+__all__ = ["DUPLICATE", "NEGATIVE", "NOT_FINITE", "OK", "TOO_LARGE", "check_copy_rows",
+           "check_rows"]
 
 
 @njit(cache=True, nogil=True)
 def _check_copy_rows(indptr, indices_in, values_in, indices_out, values_out, n_features):
-    """:func:`_check_rows` fused with the copy of the (read-only, maybe float32) wire views
+    """The row checks of ``check_rows`` fused with the copy of the (read-only, maybe float32) wire views
     into the batch's own int32 / float64 arrays: one pass over the non-zeros."""
     n = len(indptr) - 1
     for row in range(n):
