@@ -22,8 +22,8 @@ __all__ = ["DUPLICATE", "NEGATIVE", "NOT_FINITE", "OK", "TOO_LARGE", "check_copy
 
 @njit(cache=True, nogil=True)
 def _check_copy_rows(indptr, indices_in, values_in, indices_out, values_out, n_features):
-    """The row checks of ``check_rows`` fused with the copy of the (read-only, maybe float32) wire views
-    into the batch's own int32 / float64 arrays: one pass over the non-zeros."""
+    """The row checks of ``check_rows`` fused with the copy of the (read-only, maybe
+    float32) wire views into the batch's own int32 / float64 arrays: one pass."""
     n = len(indptr) - 1
     for row in range(n):
         lo, hi = indptr[row], indptr[row + 1]
