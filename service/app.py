@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from contextlib import asynccontextmanager
 
 import numpy as np
@@ -93,7 +94,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.manager = manager
         import asyncio
 
+        started = time.perf_counter()
+        log.warning("loading the numba kernels (compiled and cached on the first start, "
+                    "about 30 s; under a second after that)")
         await asyncio.to_thread(warm_kernels)
+        log.warning("kernels ready in %.1f s", time.perf_counter() - started)
         await manager.start()
         log.info("featurebudget ready on the %s backend (%d models)", storage.kind,
                  len(manager.hosts))
