@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -257,7 +257,8 @@ class _Chunk:
     """One parsed chunk: 0-based-or-raw indices as int64, before the n_features check."""
 
     buf: np.ndarray
-    first_line: int
+    line_base: Callable[[], int]   # 1-based number of the chunk's first line (for errors)
+    lines: int                     # lines the chunk holds
     labels: np.ndarray
     indptr: np.ndarray
     indices: np.ndarray
@@ -265,14 +266,15 @@ class _Chunk:
     min_index: int
 
 
-def _parse_chunk(buf: np.ndarray, one_based: bool, first_line: int, source: str) -> _Chunk:
-    """Parse complete lines; line numbers in errors start at ``first_line``."""
+def _parse_chunk(buf: np.ndarray, one_based: bool, line_base: Callable[[], int],
+                 source: str) -> _Chunk:
+    """Parse complete lines; errors number lines from ``line_base()`` (only then computed)."""
     newlines, colons = _count_bytes(buf)
     (labels, indptr, indices, values, rows, nnz, code, line, column, hard_slots,
      hard_spans, n_hard, min_index) = _parse(buf, int(newlines) + 1, int(colons), one_based,
                                              _POW10)
     if code != _OK:
-        raise LibsvmFormatError(line + first_line - 1, column, _MESSAGES[code], source)
+        raise LibsvmFormatError(line + line_base() - 1, column, _MESSAGES[code], source)
     labels, indptr = labels[:rows], indptr[:rows + 1]
     indices, values = indices[:nnz], values[:nnz]
     if n_hard:
@@ -281,7 +283,7 @@ def _parse_chunk(buf: np.ndarray, one_based: bool, first_line: int, source: str)
         slots = hard_slots[:n_hard]
         values[slots[slots >= 0]] = parsed[slots >= 0]
         labels[-1 - slots[slots < 0]] = parsed[slots < 0]
-    chunk = _Chunk(buf, first_line, labels, indptr, indices, values, int(min_index))
+    chunk = _Chunk(buf, line_base, int(line), labels, indptr, indices, values, int(min_index))
     duplicate_row = _sort_rows(indptr, indices, values)
     if duplicate_row >= 0:
         _fail(chunk, duplicate_row, _MESSAGES[_DUPLICATE], source)
@@ -298,7 +300,7 @@ def _row_of_entry(indptr: np.ndarray, entry: int) -> int:
 
 
 def _fail(chunk: _Chunk, row: int, message: str, source: str):
-    raise LibsvmFormatError(_line_of_row(chunk.buf, row) + chunk.first_line - 1, 1, message,
+    raise LibsvmFormatError(_line_of_row(chunk.buf, row) + chunk.line_base() - 1, 1, message,
                             source)
 
 
@@ -354,27 +356,36 @@ def parse_libsvm(data: bytes | bytearray | memoryview | np.ndarray, n_features: 
     buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
-    chunks = _parse_parallel(buf, zero_based is False, 1, source, threads)
+    chunks = _parse_parallel(buf, zero_based is False, lambda: 1, source, threads)
     return _finish(chunks, n_features, zero_based, source)
 
 
-def _parse_parallel(buf: np.ndarray, one_based: bool, first_line: int, source: str,
-                    threads: int | None) -> list[_Chunk]:
+def _parse_parallel(buf: np.ndarray, one_based: bool, line_base: Callable[[], int],
+                    source: str, threads: int | None) -> list[_Chunk]:
     """Parse ``buf`` (complete lines) in up to ``threads`` line-aligned parts at once."""
     parts = 1 if len(buf) < PARALLEL_MIN_BYTES else max(1, threads or os.cpu_count() or 1)
     ranges = _split_lines(buf, parts)
-    first_lines = [first_line]
-    for a, b in ranges[:-1]:
-        first_lines.append(first_lines[-1] + int(_count_bytes(buf[a:b])[0]))
 
     def work(k):
         a, b = ranges[k]
-        return _parse_chunk(buf[a:b], one_based, first_lines[k], source)
+        part_base = line_base if a == 0 else (
+            lambda: line_base() + int(_count_bytes(buf[:a])[0]))
+        return _parse_chunk(buf[a:b], one_based, part_base, source)
 
     if len(ranges) <= 1:
         return [work(k) for k in range(len(ranges))]
-    with ThreadPoolExecutor(len(ranges)) as pool:
-        return list(pool.map(work, range(len(ranges))))
+    return list(_pool().map(work, range(len(ranges))))
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The parser's worker threads, created once (numba kernels release the GIL)."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max(2, os.cpu_count() or 1),
+                                        thread_name_prefix="libsvm"))
+    return _POOL[0]
 
 
 def _line_of_row(buf: np.ndarray, row: int) -> int:
@@ -411,8 +422,7 @@ def iter_libsvm(path: str | os.PathLike, n_features: int, zero_based: bool = Fal
         raise ValueError("iter_libsvm needs zero_based=True or False")
     source = os.fspath(path)
 
-    def chunks() -> Iterator[tuple[np.ndarray, int]]:
-        line = 1
+    def blocks() -> Iterator[np.ndarray]:
         rest = b""
         with open(path, "rb") as handle:
             while True:
@@ -425,21 +435,22 @@ def iter_libsvm(path: str | os.PathLike, n_features: int, zero_based: bool = Fal
                     rest = block
                     continue
                 rest = block[cut:]
-                buf = np.frombuffer(block[:cut], dtype=np.uint8)
-                yield buf, line
-                line += int(_count_bytes(buf)[0])
+                yield np.frombuffer(block, dtype=np.uint8, count=cut)
         if rest:
-            yield np.frombuffer(rest, dtype=np.uint8), line
+            yield np.frombuffer(rest, dtype=np.uint8)
 
-    def parse(item):
-        buf, line = item
-        return _finish(_parse_parallel(buf, not zero_based, line, source, threads), n_features,
-                       zero_based, source)
+    lines_before = [0]     # parses run one after another in the single background thread
 
-    with ThreadPoolExecutor(1) as pool:
+    def parse(buf):
+        base = lines_before[0] + 1
+        chunks = _parse_parallel(buf, not zero_based, lambda: base, source, threads)
+        lines_before[0] += sum(chunk.lines for chunk in chunks)
+        return _finish(chunks, n_features, zero_based, source)
+
+    with ThreadPoolExecutor(1) as reader:
         pending = None
-        for item in chunks():
-            future = pool.submit(parse, item)
+        for buf in blocks():
+            future = reader.submit(parse, buf)
             if pending is not None:
                 yield pending.result()
             pending = future
