@@ -401,12 +401,18 @@ def _line_of_row(buf: np.ndarray, row: int) -> int:
     return len(text)
 
 
+def _map_file(path: str | os.PathLike) -> np.ndarray:
+    """The file's bytes as a read-only uint8 array, memory-mapped (no copy)."""
+    if os.path.getsize(path) == 0:
+        return np.zeros(0, dtype=np.uint8)
+    return np.memmap(path, dtype=np.uint8, mode="r")
+
+
 def load_libsvm(path: str | os.PathLike, n_features: int | None = None,
                 zero_based: bool | str = False, threads: int | None = None):
-    """Read a libsvm file (see :func:`parse_libsvm`)."""
-    with open(path, "rb") as handle:
-        data = handle.read()
-    return parse_libsvm(data, n_features, zero_based, source=os.fspath(path), threads=threads)
+    """Read a libsvm file (see :func:`parse_libsvm`); the file is memory-mapped."""
+    return parse_libsvm(_map_file(path), n_features, zero_based, source=os.fspath(path),
+                        threads=threads)
 
 
 def iter_libsvm(path: str | os.PathLike, n_features: int, zero_based: bool = False,
@@ -423,21 +429,18 @@ def iter_libsvm(path: str | os.PathLike, n_features: int, zero_based: bool = Fal
     source = os.fspath(path)
 
     def blocks() -> Iterator[np.ndarray]:
-        rest = b""
-        with open(path, "rb") as handle:
-            while True:
-                block = handle.read(chunk_bytes)
-                if not block:
-                    break
-                block = rest + block
-                cut = block.rfind(b"\n") + 1
-                if cut == 0:
-                    rest = block
-                    continue
-                rest = block[cut:]
-                yield np.frombuffer(block, dtype=np.uint8, count=cut)
-        if rest:
-            yield np.frombuffer(rest, dtype=np.uint8)
+        data = _map_file(path)
+        start = 0
+        while start < len(data):
+            stop = min(start + chunk_bytes, len(data))
+            if stop < len(data):
+                newline = np.flatnonzero(data[stop:stop + (1 << 20)] == _NL)
+                while not len(newline) and stop < len(data):
+                    stop += 1 << 20
+                    newline = np.flatnonzero(data[stop:stop + (1 << 20)] == _NL)
+                stop = stop + int(newline[0]) + 1 if len(newline) else len(data)
+            yield data[start:stop]
+            start = stop
 
     lines_before = [0]     # parses run one after another in the single background thread
 
