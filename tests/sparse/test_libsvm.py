@@ -135,3 +135,14 @@ def test_line_numbers_are_global_across_chunks(tmp_path, monkeypatch):
     with pytest.raises(LibsvmFormatError, match="appears twice") as error:
         load_libsvm(path, threads=3)
     assert error.value.line == 301
+
+
+def test_empty_and_comment_only_files(tmp_path):
+    empty = tmp_path / "empty.svm"
+    empty.write_bytes(b"")
+    batch, labels = load_libsvm(empty, n_features=3)
+    assert batch.n_rows == 0 and batch.n_features == 3 and len(labels) == 0
+    assert list(iter_libsvm(empty, n_features=3)) == []
+    comments = tmp_path / "comments.svm"
+    comments.write_bytes(b"# only a comment\n\n")
+    assert load_libsvm(comments, n_features=3)[0].n_rows == 0
