@@ -103,7 +103,7 @@ class ModelManager:
 
     # -------------------------------------------------------------- models
     async def create(self, request: ModelCreate) -> ModelHost:
-        new_learner(request)  # validates algorithm, params, budget
+        new_learner(request, self.settings.max_model_bytes)  # validates it all, sizes too
         spec = ModelSpec(**request.model_dump(), created_at=time.time())
         if not await self.storage.save_model(spec.name, spec.model_dump_json().encode(),
                                              create=True):

@@ -27,12 +27,23 @@ _SERVICE_KEYS = ("svc_log_id", "svc_progressive_examples", "svc_progressive_corr
                  "svc_feature_names", "svc_model")
 
 
-def new_learner(spec: ModelCreate):
-    """Construct the learner a spec describes; InputError naming the field otherwise."""
+def new_learner(spec: ModelCreate, max_bytes: int | None = None):
+    """Construct the learner a spec describes; InputError naming the field otherwise.
+
+    With ``max_bytes`` a learner whose state would be larger is refused before anything is
+    allocated (a dense learner over 2^31 features would need 34 GB).
+    """
     cls = LEARNERS.get(spec.algorithm)
     if cls is None:
         raise item_error(f"unknown algorithm {spec.algorithm!r}; known: {sorted(LEARNERS)}",
                          field="algorithm")
+    if max_bytes is not None:
+        needed = cls.memory_bytes(n_features=spec.dimension, budget=spec.budget)
+        if needed > max_bytes:
+            field = "hash_bits" if spec.hash_bits is not None else "n_features"
+            raise item_error(f"{spec.algorithm} over {spec.dimension} features needs "
+                             f"{needed:,} bytes of state, more than the limit of "
+                             f"{max_bytes:,} (FEATUREBUDGET_MAX_MODEL_BYTES)", field=field)
     try:
         return cls(n_features=spec.dimension, budget=spec.budget, **spec.params)
     except TypeError as exc:

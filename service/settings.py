@@ -19,6 +19,7 @@ class Settings(BaseSettings):
     log_segment_bytes: int = 64 << 20
     api_keys: str = Field(default="", description="comma-separated; 'key:read' = predict only")
     max_body_bytes: int = 32 << 20
+    max_model_bytes: int = 4 << 30  # refuse models whose learner state would be larger
     microbatch_max_entries: int = 16
     microbatch_max_bytes: int = 64 << 20  # fewer entries per read when entries are big
     apply_chunk_examples: int = 256  # rows per kernel call (bounds event-loop stalls)

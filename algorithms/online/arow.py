@@ -64,6 +64,7 @@ class AROW(OnlineLearner):
     """
 
     name = "arow"
+    _bytes_per_feature = 16
     _sparse_arrays = {"coefficients": (0.0, 1.0)}
 
     def __init__(self, *, n_features: int, budget: int | None = None, r: float = 1.0) -> None:

@@ -16,6 +16,8 @@ import numpy as np
 
 from algorithms.sparse import CSRBatch, as_csr_batch
 
+_TOP_SET_BYTES_PER_SLOT = 4 * 8 + 3 * 8 + 8 * 2 * 8   # slot arrays + cuckoo map (load 1/4)
+
 
 class OnlineLearner:
     """Base class: ``partial_fit``, ``progressive_fit``, ``decision_function``, ``predict``,
@@ -28,6 +30,7 @@ class OnlineLearner:
 
     name: ClassVar[str] = ""
     selects: ClassVar[bool] = False
+    _bytes_per_feature: ClassVar[int] = 0     # dense per-feature state
     _state_arrays: ClassVar[tuple[str, ...]] = ()
     _state_scalars: ClassVar[tuple[str, ...]] = ()
     # Per-feature arrays of shape (d, k) saved sparsely: name -> the k values of an
@@ -82,6 +85,15 @@ class OnlineLearner:
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         """(indices int64, values float64) of the non-zero weights, sorted by index."""
         raise NotImplementedError
+
+    @classmethod
+    def memory_bytes(cls, *, n_features: int, budget: int | None = None) -> int:
+        """Bytes of state a learner of this shape allocates (dense per-feature arrays plus,
+        for selectors, the top set of min(B, d) features): check before constructing."""
+        total = cls._bytes_per_feature * int(n_features)
+        if cls.selects and budget is not None:
+            total += _TOP_SET_BYTES_PER_SLOT * min(int(budget), int(n_features))
+        return total
 
     def get_params(self) -> dict[str, Any]:
         """Constructor arguments (JSON-able)."""

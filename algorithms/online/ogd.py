@@ -52,6 +52,7 @@ class OGD(OnlineLearner):
     """
 
     name = "ogd"
+    _bytes_per_feature = 8
     _state_arrays = ("weights",)
 
     def __init__(self, *, n_features: int, budget: int | None = None, eta: float = 1.0,

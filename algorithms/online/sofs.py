@@ -112,6 +112,7 @@ class SOFS(SelectingLearner):
     """
 
     name = "sofs"
+    _bytes_per_feature = 16
     _state_arrays = SelectingLearner._state_arrays
     _sparse_arrays = {"coefficients": (0.0, 1.0)}
 

@@ -138,3 +138,10 @@ def test_state_with_wrong_shapes_is_rejected():
     state["slot_ints"] = state["slot_ints"][:, :2]
     with pytest.raises(ValueError, match="slot_ints"):
         learner_from_state(state)
+
+
+def test_memory_estimate_bounds_the_allocated_state(name):
+    learner = make(name)
+    allocated = sum(v.nbytes for v in vars(learner).values() if isinstance(v, np.ndarray))
+    estimate = type(learner).memory_bytes(n_features=D, budget=learner.budget)
+    assert allocated <= estimate <= 2 * allocated + 4096

@@ -52,6 +52,9 @@ def test_model_crud(client):
     ({"name": "a", "algorithm": "sofs", "budget": 2}, "body"),
     ({"name": "a b", "algorithm": "sofs", "budget": 2, "n_features": 5}, "name"),
     ({"name": "a", "algorithm": "sofs", "budget": 2, "n_features": 5, "hash_bits": 4}, "body"),
+    # dense state over 2^31 - 1 features (34 GB) is refused before anything is allocated
+    ({"name": "a", "algorithm": "sofs", "budget": 2, "n_features": 2**31 - 1}, "n_features"),
+    ({"name": "a", "algorithm": "ogd", "hash_bits": 31}, "hash_bits"),
 ])
 def test_create_rejects_bad_models(client, body, field):
     response = client.post("/v1/models", json=body)
