@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from algorithms.sparse import CSRBatch
+from algorithms.sparse import CSRBatch, concat_batches
 from algorithms.sparse.libsvm import LibsvmFormatError, parse_libsvm
 from service import wire
 from service._json import scan_examples
@@ -58,13 +58,8 @@ def concat(batches: list[ExampleBatch]) -> ExampleBatch:
     """One batch holding ``batches`` in order. O(total nnz)."""
     if len(batches) == 1:
         return batches[0]
-    n_features = batches[0].X.n_features
-    offsets = np.cumsum([0] + [b.X.nnz for b in batches[:-1]])
-    indptr = np.concatenate([[0]] + [b.X.indptr[1:] + o for b, o in zip(batches, offsets,
-                                                                           strict=True)])
-    X = CSRBatch(indptr.astype(np.int64), np.concatenate([b.X.indices for b in batches]),
-                 np.concatenate([b.X.values for b in batches]), n_features)
-    return ExampleBatch(X, np.concatenate([b.labels for b in batches]))
+    return ExampleBatch(concat_batches([b.X for b in batches]),
+                        np.concatenate([b.labels for b in batches]))
 
 
 # ---------------------------------------------------------------- vectorized validation

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algorithms.sparse import CSRBatch
+from algorithms.sparse import CSRBatch, concat_batches
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,4 @@ def make_x1(n_samples: int = 100_000, n_features: int = 20_000, n_informative: i
 def concatenate(chunks) -> tuple[CSRBatch, np.ndarray]:
     """Join ``(CSRBatch, labels)`` chunks into one batch."""
     batches, labels = zip(*chunks, strict=True)
-    offsets = np.cumsum([0] + [b.nnz for b in batches])
-    indptr = np.concatenate([[0]] + [b.indptr[1:] + o for b, o in zip(batches, offsets,
-                                                                      strict=False)])
-    return (CSRBatch(indptr.astype(np.int64), np.concatenate([b.indices for b in batches]),
-                     np.concatenate([b.values for b in batches]), batches[0].n_features),
-            np.concatenate(labels))
+    return concat_batches(list(batches)), np.concatenate(labels)

@@ -1,5 +1,5 @@
 """Sparse data: the CSR batch type, libsvm/svmlight I/O, and feature hashing."""
 
-from algorithms.sparse.csr import CSRBatch, as_csr_batch
+from algorithms.sparse.csr import CSRBatch, as_csr_batch, concat_batches
 
-__all__ = ["CSRBatch", "as_csr_batch"]
+__all__ = ["CSRBatch", "as_csr_batch", "concat_batches"]

@@ -92,6 +92,29 @@ class CSRBatch:
                         self.values / np.repeat(norms, lengths), self.n_features)
 
 
+def join_rows(indptrs, indices, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stack CSR pieces (lists of indptr / indices / values arrays) into one CSR, rows in
+    order. O(total nnz + rows)."""
+    if not indptrs:
+        return (np.zeros(1, dtype=INDPTR_DTYPE), np.zeros(0, dtype=INDEX_DTYPE),
+                np.zeros(0, dtype=VALUE_DTYPE))
+    offsets = np.cumsum([0] + [int(p[-1]) for p in indptrs[:-1]])
+    indptr = np.concatenate([np.zeros(1, dtype=INDPTR_DTYPE)]
+                            + [p[1:] + o for p, o in zip(indptrs, offsets, strict=True)])
+    return (indptr.astype(INDPTR_DTYPE, copy=False), np.concatenate(indices),
+            np.concatenate(values))
+
+
+def concat_batches(batches: list[CSRBatch]) -> CSRBatch:
+    """One batch holding the rows of ``batches`` in order (same ``n_features``)."""
+    if len(batches) == 1:
+        return batches[0]
+    indptr, indices, values = join_rows([b.indptr for b in batches],
+                                        [b.indices for b in batches],
+                                        [b.values for b in batches])
+    return CSRBatch(indptr, indices, values, batches[0].n_features)
+
+
 def as_csr_batch(X, n_features: int | None = None) -> CSRBatch:
     """Convert ``X`` (CSRBatch, scipy sparse, or dense 1-D/2-D array) to a valid batch.
 

@@ -21,7 +21,7 @@ from typing import BinaryIO
 import numpy as np
 from numba import njit
 
-from algorithms.sparse.csr import MAX_FEATURES, CSRBatch
+from algorithms.sparse.csr import MAX_FEATURES, CSRBatch, join_rows
 
 _OK, _BAD_LABEL, _BAD_INDEX, _NO_COLON, _BAD_VALUE, _INDEX_TOO_LARGE, _ZERO_INDEX, \
     _DUPLICATE, _NON_FINITE = range(9)
@@ -322,11 +322,9 @@ def _split_lines(buf: np.ndarray, parts: int) -> list[tuple[int, int]]:
 
 def _finish(chunks: list[_Chunk], n_features: int | None, zero_based, source: str):
     """Join chunks, apply ``zero_based="auto"`` and check ``n_features``."""
-    offsets = np.cumsum([0] + [len(c.indices) for c in chunks])
-    indptr = np.concatenate([[0]] + [c.indptr[1:] + o for c, o in zip(chunks, offsets,
-                                                                        strict=False)])
-    indices = np.concatenate([c.indices for c in chunks]) if chunks else np.zeros(0, np.int32)
-    values = np.concatenate([c.values for c in chunks]) if chunks else np.zeros(0)
+    indptr, indices, values = join_rows([c.indptr for c in chunks],
+                                        [c.indices for c in chunks],
+                                        [c.values for c in chunks])
     labels = np.concatenate([c.labels for c in chunks]) if chunks else np.zeros(0)
     nnz = len(indices)
     if zero_based == "auto" and nnz and min(c.min_index for c in chunks) > 0:
