@@ -115,6 +115,21 @@ def _skip_ws(buf, pos, end):
     return pos
 
 
+MORE, CLOSED, BAD = 1, 0, -1
+
+
+@njit(cache=True, inline="always")
+def _after_item(buf, pos, end, closer):
+    """After an array element or object member: (MORE, position of the next one) on ',',
+    (CLOSED, position past ``closer``) on the closing bracket, (BAD, pos) otherwise."""
+    pos = _skip_ws(buf, pos, end)
+    if pos < end and buf[pos] == 44:
+        return MORE, _skip_ws(buf, pos + 1, end)
+    if pos < end and buf[pos] == closer:
+        return CLOSED, pos + 1
+    return BAD, pos
+
+
 @njit(cache=True, inline="always")
 def _number(buf, pos, end, pow10, pow5):
     """A JSON number at ``pos`` -> (value, next position, is_integer, ok)."""
@@ -309,12 +324,10 @@ def _scan(buf, capacity, pow10, pow5, k_examples, k_indices, k_values, k_label):
                                 values = _grow_float(values, slot + 1)
                             values[slot] = value
                         count += 1
-                        pos = _skip_ws(buf, pos, end)
-                        if pos < end and buf[pos] == 44:
-                            pos = _skip_ws(buf, pos + 1, end)
+                        step, pos = _after_item(buf, pos, end, 93)
+                        if step == MORE:
                             continue
-                        if pos < end and buf[pos] == 93:
-                            pos += 1
+                        if step == CLOSED:
                             break
                         return GIVE_UP, n, lengths, labels, indices, values, nnz
                 if which == 1:
@@ -323,12 +336,10 @@ def _scan(buf, capacity, pow10, pow5, k_examples, k_indices, k_values, k_label):
                 else:
                     seen_values = True
                     n_values = count
-            pos = _skip_ws(buf, pos, end)
-            if pos < end and buf[pos] == 44:
-                pos = _skip_ws(buf, pos + 1, end)
+            step, pos = _after_item(buf, pos, end, 125)
+            if step == MORE:
                 continue
-            if pos < end and buf[pos] == 125:
-                pos += 1
+            if step == CLOSED:
                 break
             return GIVE_UP, n, lengths, labels, indices, values, nnz
         if not (seen_indices and seen_values and seen_label) or n_indices != n_values:
@@ -339,12 +350,10 @@ def _scan(buf, capacity, pow10, pow5, k_examples, k_indices, k_values, k_label):
         lengths[n] = n_indices
         labels[n] = label
         n += 1
-        pos = _skip_ws(buf, pos, end)
-        if pos < end and buf[pos] == 44:
-            pos = _skip_ws(buf, pos + 1, end)
+        step, pos = _after_item(buf, pos, end, 93)
+        if step == MORE:
             continue
-        if pos < end and buf[pos] == 93:
-            pos += 1
+        if step == CLOSED:
             break
         return GIVE_UP, n, lengths, labels, indices, values, nnz
     pos = _skip_ws(buf, pos, end)
