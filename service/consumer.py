@@ -232,20 +232,21 @@ class ModelFold:
         metrics.EXAMPLES_SEEN.labels(host.name).set(learner.n_examples_)
         metrics.SELECTED_FEATURES.labels(host.name).set(len(learner.weights()[0]))
 
-    async def snapshot(self) -> None:
-        """Write the state with its log id (atomically), then trim the log below it."""
+    async def snapshot(self) -> bool:
+        """Write the state with its log id (atomically, fenced by the lease), then trim the log
+        below it. False when the write was refused: this process lost the model."""
         host = self.host
         started = time.perf_counter()
         blob, log_id = await asyncio.to_thread(host.snapshot_blob, reset=True)
-        if self.storage.shared and not await self.storage.acquire_lease(
-                host.name, self.process_id, self.settings.lease_seconds):
+        owner = self.process_id if self.storage.shared else None
+        if not await self.storage.save_snapshot(host.name, blob, log_id, owner=owner):
             host.owner = False  # lost the model meanwhile: the new owner snapshots and trims
             self.reader = None
-            return
-        await self.storage.save_snapshot(host.name, blob, log_id)
+            return False
         host.snapshot_id = log_id
         host.last_snapshot_time = time.monotonic()
         metrics.SNAPSHOTS.labels(host.name).inc()
         metrics.SNAPSHOT_SECONDS.labels(host.name).observe(time.perf_counter() - started)
         if self.settings.trim_log and log_id:
             await self.storage.trim(host.name, log_id)
+        return True

@@ -239,6 +239,7 @@ class ModelManager:
             with host.lock:  # the snapshot's own id belongs to another log
                 host.applied_id = log_end
             host.reposition = True
-            if fold is not None:
-                await fold.snapshot()
+            if fold is not None and not await fold.snapshot():
+                raise UnavailableError("this process lost the model's fold while restoring; "
+                                       "retry")
         host.notify_applied()

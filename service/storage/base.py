@@ -100,7 +100,11 @@ class Storage(abc.ABC):
 
     # snapshots: the state and the id of the last entry it includes, written together
     @abc.abstractmethod
-    async def save_snapshot(self, model: str, blob: bytes, log_id: str | None) -> None: ...
+    async def save_snapshot(self, model: str, blob: bytes, log_id: str | None, *,
+                            owner: str | None = None) -> bool:
+        """Write state and log id atomically; with ``owner``, only while ``owner`` holds the
+        model's lease (fencing), and never over a snapshot that includes a later entry.
+        False when refused."""
 
     @abc.abstractmethod
     async def load_snapshot(self, model: str) -> bytes | None: ...

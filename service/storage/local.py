@@ -320,10 +320,13 @@ class LocalStorage(Storage):
         lines = path.read_text().splitlines()[-count:]
         return [json.loads(line) for line in lines]
 
-    async def save_snapshot(self, model: str, blob: bytes, log_id: str | None) -> None:
-        directory = self._dir(model)
-        if directory.exists():
-            atomic_write(directory / "snapshot.fbs", blob)
+    async def save_snapshot(self, model: str, blob: bytes, log_id: str | None, *,
+                            owner: str | None = None) -> bool:
+        directory = self._dir(model)  # one process owns the data directory: no lease to check
+        if not directory.exists():
+            return False
+        atomic_write(directory / "snapshot.fbs", blob)
+        return True
 
     async def load_snapshot(self, model: str) -> bytes | None:
         path = self._dir(model) / "snapshot.fbs"

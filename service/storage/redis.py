@@ -33,6 +33,29 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+# Fenced snapshot write. KEYS: snapshot hash, lease. ARGV: state, log id, owner ('' = no
+# lease check). Refuses (returns 0) when another process holds the lease, or when the stored
+# snapshot already includes a later log entry: a stale owner that wakes up after its lease
+# expired can neither overwrite a newer snapshot nor let the log be trimmed below its replay.
+_SAVE_SNAPSHOT = """
+if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  if ms == nil then return nil end
+  return tonumber(ms), tonumber(seq)
+end
+local old = redis.call('HGET', KEYS[1], 'log_id')
+if old and old ~= '' then
+  local old_ms, old_seq = parse(old)
+  local new_ms, new_seq = parse(ARGV[2])
+  if new_ms == nil then return 0 end
+  if old_ms ~= nil and (new_ms < old_ms or (new_ms == old_ms and new_seq < old_seq)) then
+    return 0
+  end
+end
+redis.call('HSET', KEYS[1], 'state', ARGV[1], 'log_id', ARGV[2])
+return 1
+"""
 
 
 def _text(value) -> str:
@@ -220,6 +243,7 @@ class RedisStorage(Storage):
         self.raw_pool = redis.ConnectionPool.from_url(self.url, protocol=2)
         self._renew = self.client.register_script(_RENEW)
         self._release = self.client.register_script(_RELEASE)
+        self._save_snapshot = self.client.register_script(_SAVE_SNAPSHOT)
 
     async def close(self) -> None:
         if self.client is not None:
@@ -287,9 +311,12 @@ class RedisStorage(Storage):
                  "reason": _text(fields.get(b"reason", b"")),
                  "fmt": _text(fields.get(b"fmt", b""))} for _, fields in reversed(messages)]
 
-    async def save_snapshot(self, model: str, blob: bytes, log_id: str | None) -> None:
-        await self.client.hset(wire.snapshot_key(model),
-                               mapping={b"state": blob, b"log_id": (log_id or "").encode()})
+    async def save_snapshot(self, model: str, blob: bytes, log_id: str | None, *,
+                            owner: str | None = None) -> bool:
+        saved = await self._save_snapshot(
+            keys=[wire.snapshot_key(model), wire.lease_key(model)],
+            args=[blob, log_id or "", owner or ""])
+        return bool(saved)
 
     async def load_snapshot(self, model: str) -> bytes | None:
         return await self.client.hget(wire.snapshot_key(model), b"state")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import numpy as np
@@ -15,6 +16,7 @@ from clients.stream import StreamProducer
 from service import wire
 from service.app import create_app
 from service.settings import Settings
+from service.storage.redis import RedisStorage
 from tests.service.conftest import create, json_examples, libsvm_text, same_state
 
 pytestmark = pytest.mark.redis
@@ -200,3 +202,29 @@ def test_big_entries_few_per_read_and_big_garbage_dead_lettered(redis_url, x1):
         X.row_slice(0, 450), y[:450].astype(float))
     state = loads_state(r.hget(wire.snapshot_key("m"), b"state"))
     assert same_state(state, oracle.state_dict())
+
+
+def test_snapshot_writes_are_fenced_by_the_lease_and_never_go_back(redis_url):
+    """A stale owner (lease expired, another process took over) cannot overwrite the newer
+    snapshot, and nobody can replace a snapshot with one that includes fewer entries."""
+    async def scenario():
+        storage = RedisStorage(redis_url)
+        await storage.open()
+        try:
+            assert await storage.acquire_lease("m", "old-owner", 0.05)
+            assert await storage.save_snapshot("m", b"s1", "100-0", owner="old-owner")
+            await asyncio.sleep(0.1)  # the old owner's lease expires (a long GC pause, say)
+            assert await storage.acquire_lease("m", "new-owner", 10.0)
+            assert await storage.save_snapshot("m", b"s2", "200-5", owner="new-owner")
+            assert not await storage.save_snapshot("m", b"stale", "150-0", owner="old-owner")
+            assert not await storage.save_snapshot("m", b"stale", "300-0", owner="old-owner")
+            assert not await storage.save_snapshot("m", b"older", "200-4", owner="new-owner")
+            assert not await storage.save_snapshot("m", b"older", "", owner="new-owner")
+            assert await storage.save_snapshot("m", b"same", "200-5", owner="new-owner")
+            assert await storage.save_snapshot("m", b"s3", "1000-0", owner="new-owner")
+            assert await storage.load_snapshot("m") == b"s3"
+            assert await storage.snapshot_position("m") == "1000-0"
+        finally:
+            await storage.close()
+
+    asyncio.run(scenario())
