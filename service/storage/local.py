@@ -6,6 +6,7 @@ Layout under the data directory::
     models/<m>/snapshot.fbs         latest snapshot (same)
     models/<m>/log/<seq:020d>.seg   log segments; the name is the first id in the segment
     models/<m>/deadletter.jsonl     rejected entries with the reason
+    pending.journal                 pending predictions awaiting feedback (service.storage.pending)
 
 A log record is ``<u32 payload length><u32 crc32(seq + payload)><u64 seq>`` + payload, where
 the payload is one format byte (``b`` bin, ``j`` json, ``l`` libsvm) and the data. Ids are
@@ -31,6 +32,7 @@ import zlib
 from pathlib import Path
 
 from service.storage.base import LogEntry, LogReader, Storage, id_key
+from service.storage.pending import PendingJournal
 
 _FRAME = struct.Struct("<IIQ")
 _FORMAT_CODES = {b"bin": b"b", b"json": b"j", b"libsvm": b"l"}
@@ -221,7 +223,7 @@ class LocalStorage(Storage):
         self.segment_bytes = segment_bytes
         self.fsync = fsync
         self._logs: dict[str, LocalLog] = {}
-        self._pending: dict[tuple[str, str], tuple[float, bytes]] = {}
+        self._pending: PendingJournal | None = None
         self._lock_handle = None
 
     async def open(self) -> None:
@@ -233,11 +235,15 @@ class LocalStorage(Storage):
             raise RuntimeError(f"data directory {self.root} is in use by another process; "
                                "the embedded backend serves from one process (use Redis "
                                "for several workers)") from exc
+        self._pending = PendingJournal(self.root / "pending.journal", fsync=self.fsync)
 
     async def close(self) -> None:
         for log in self._logs.values():
             log.close()
         self._logs.clear()
+        if self._pending is not None:
+            self._pending.close()
+            self._pending = None
         if self._lock_handle is not None:
             self._lock_handle.close()
             self._lock_handle = None
@@ -285,8 +291,7 @@ class LocalStorage(Storage):
         target = trash / f"{name}.{uuid.uuid4().hex}"
         os.replace(directory, target)  # atomic: the model is gone in one step
         shutil.rmtree(target, ignore_errors=True)
-        for key in [k for k in self._pending if k[0] == name]:
-            del self._pending[key]
+        self._pending.drop_model(name)
         return True
 
     async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
@@ -337,17 +342,10 @@ class LocalStorage(Storage):
 
     async def put_pending(self, model: str, prediction_id: str, blob: bytes,
                           ttl_seconds: float) -> None:
-        now = time.monotonic()
-        if len(self._pending) > 10000:
-            for key in [k for k, (expiry, _) in self._pending.items() if expiry < now]:
-                del self._pending[key]
-        self._pending[(model, prediction_id)] = (now + ttl_seconds, blob)
+        self._pending.put(model, prediction_id, blob, ttl_seconds)
 
     async def pop_pending(self, model: str, prediction_id: str) -> bytes | None:
-        item = self._pending.pop((model, prediction_id), None)
-        if item is None or item[0] < time.monotonic():
-            return None
-        return item[1]
+        return self._pending.pop(model, prediction_id)
 
 
 __all__ = ["LocalLog", "LocalStorage", "atomic_write", "id_key"]

@@ -204,6 +204,28 @@ def test_predict_and_delayed_feedback(make_settings, x1):
         assert client.post("/v1/models/m/predict", json={"examples": []}).status_code == 422
 
 
+def test_pending_predictions_survive_a_restart(make_settings, x1):
+    """A prediction id the API handed out still takes its feedback after a restart."""
+    X, y = x1
+    settings = make_settings(prediction_ttl_seconds=60)
+    with TestClient(create_app(settings)) as client:
+        create(client)
+        client.post("/v1/models/m/examples?wait=true",
+                    json={"examples": json_examples(X, y, 0, 50)})
+        query = [{k: v for k, v in e.items() if k != "label"}
+                 for e in json_examples(X, y, 50, 53)]
+        ids = client.post("/v1/models/m/predict", json={
+            "examples": query, "return_prediction_ids": True}).json()["prediction_ids"]
+        used = client.post("/v1/models/m/feedback", json={"prediction_id": ids[0], "label": 1})
+        assert used.status_code == 200
+    with TestClient(create_app(settings)) as client:
+        feedback = client.post("/v1/models/m/feedback",
+                               json={"prediction_id": ids[1], "label": int(y[51])})
+        assert feedback.status_code == 200, feedback.text
+        again = client.post("/v1/models/m/feedback", json={"prediction_id": ids[0], "label": 1})
+        assert again.status_code == 404  # used before the restart
+
+
 def test_snapshot_round_trip_and_restore(client, x1):
     X, y = x1
     create(client)

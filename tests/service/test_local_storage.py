@@ -6,6 +6,7 @@ import asyncio
 import os
 
 from service.storage.local import LocalLog, LocalStorage
+from service.storage.pending import PendingJournal
 
 
 def test_torn_tail_is_detected_and_truncated(tmp_path):
@@ -64,3 +65,53 @@ def test_data_dir_is_owned_by_one_process(tmp_path):
         await first.close()
     asyncio.run(run())
     assert os.path.exists(tmp_path / ".lock")
+
+
+def test_pending_journal_replays_puts_and_pops_and_cuts_a_torn_tail(tmp_path):
+    clock = [1000.0]
+    path = tmp_path / "pending.journal"
+    journal = PendingJournal(path, clock=lambda: clock[0])
+    journal.put("m", "a", b"blob-a", 10)
+    journal.put("m", "b", b"blob-b", 10)
+    journal.put("n", "a", b"other", 1)
+    assert journal.pop("m", "a") == b"blob-a"
+    journal.close()
+    with open(path, "ab") as handle:  # a put cut short by a crash
+        handle.write(b"\x40\x00\x00\x00\x01\x02")
+    clock[0] += 2  # n/a expires meanwhile
+    journal = PendingJournal(path, clock=lambda: clock[0])
+    assert journal.torn_bytes == 6
+    assert journal.pop("m", "a") is None and journal.pop("n", "a") is None
+    assert journal.pop("m", "b") == b"blob-b"
+    journal.put("m", "c", b"blob-c", 5)
+    clock[0] += 6
+    assert journal.pop("m", "c") is None  # expired
+    journal.close()
+
+
+def test_pending_journal_compacts_and_stays_bounded(tmp_path):
+    path = tmp_path / "pending.journal"
+    journal = PendingJournal(path, compact_bytes=4096)
+    for k in range(5000):
+        journal.put("m", str(k), b"x" * 100, 60)
+        assert journal.pop("m", str(k)) == b"x" * 100
+    journal.put("m", "kept", b"y", 60)
+    assert path.stat().st_size < 3 * 4096
+    journal.drop_model("m")
+    journal.close()
+    assert PendingJournal(path).entries == {}
+
+
+def test_local_storage_keeps_pending_predictions_across_reopen(tmp_path):
+    async def scenario():
+        storage = LocalStorage(tmp_path)
+        await storage.open()
+        await storage.put_pending("m", "p1", b"state", 30)
+        await storage.close()
+        storage = LocalStorage(tmp_path)
+        await storage.open()
+        assert await storage.pop_pending("m", "p1") == b"state"
+        assert await storage.pop_pending("m", "p1") is None
+        await storage.close()
+
+    asyncio.run(scenario())
