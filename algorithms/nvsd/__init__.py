@@ -6,10 +6,12 @@ from .inexact import DenseNVSDProblem, solve_admm_inexact
 from .kernels import GaussianKernel, PolynomialKernel, derivative_gram, make_kernel
 from .path import nvsd_path, solve_path, tau_grid, tau_max
 from .prox import Regularizer, make_regularizer
+from .relaxed import RelaxedSelection, SubsetKernelRidge, ranked_supports, select_relaxed
 
 __all__ = [
     "NVSD", "ADMMResult", "DenseNVSDProblem", "GaussianKernel", "NVSDProblem",
-    "PolynomialKernel", "Regularizer",
+    "PolynomialKernel", "Regularizer", "RelaxedSelection", "SubsetKernelRidge",
     "derivative_gram", "kkt_residual", "make_kernel", "make_regularizer", "nvsd_path",
-    "solve_admm", "solve_admm_inexact", "solve_path", "tau_grid", "tau_max",
+    "ranked_supports", "select_relaxed", "solve_admm", "solve_admm_inexact", "solve_path",
+    "tau_grid", "tau_max",
 ]
