@@ -12,8 +12,12 @@ Split score (the decrease of the paper's Eq. 14 objective, see ``estimator`` doc
 
 where ``G`` sums the negative gradients ``g_i`` of the node's rows and ``penalty[f] =
 mu c_f`` while ``f`` is unused by every earlier tree and by the nodes of this tree already
-split (``phi_f = 1``), else 0. Growth is level by level, nodes left to right; the sibling
-with fewer rows gets a histogram, the other is ``parent - sibling`` (subtraction trick).
+split (``phi_f = 1``), else 0. Options (estimator's ``reg_lambda`` / ``split_gain``): every
+denominator ``n`` becomes ``n + lam``, or ``H + lam`` with the Newton gain (``H`` = sum of
+``hess`` over the rows, histogrammed alongside ``g``); leaves are then ``G / (W + lam)``.
+``lam = 0`` with the plain gain runs exactly the paper's arithmetic. Growth is level by
+level, nodes left to right; the sibling with fewer rows gets a histogram, the other is
+``parent - sibling`` (subtraction trick).
 Cost per tree: O(n d D) to histogram plus O(2^D d B) to scan; no Python in the loop.
 """
 
@@ -27,43 +31,70 @@ REL_TIE = 1e-10  # scores this close (relative to sum g^2) tie: lowest feature, 
 
 
 @njit(cache=True)
-def _histogram(codes, grad, rows, start, end, hist_sum, hist_cnt, slot, n_bins):
-    """Fill ``hist_*[slot]`` with per-(feature, bin) sums of ``grad`` and counts."""
+def _histogram(codes, grad, hess, rows, start, end, hist_sum, hist_cnt, hist_hess, slot,
+               n_bins, with_hess):
+    """Fill ``hist_*[slot]`` with per-(feature, bin) sums of ``grad``, counts and (only if
+    ``with_hess``) sums of ``hess``."""
     d = codes.shape[1]
     for f in range(d):
         for b in range(n_bins[f]):
             hist_sum[slot, f, b] = 0.0
             hist_cnt[slot, f, b] = 0
-    for k in range(start, end):
-        r = rows[k]
-        g = grad[r]
+    if with_hess:
         for f in range(d):
-            b = codes[r, f]
-            hist_sum[slot, f, b] += g
-            hist_cnt[slot, f, b] += 1
+            for b in range(n_bins[f]):
+                hist_hess[slot, f, b] = 0.0
+        for k in range(start, end):
+            r = rows[k]
+            g = grad[r]
+            h = hess[r]
+            for f in range(d):
+                b = codes[r, f]
+                hist_sum[slot, f, b] += g
+                hist_cnt[slot, f, b] += 1
+                hist_hess[slot, f, b] += h
+    if not with_hess:
+        for k in range(start, end):
+            r = rows[k]
+            g = grad[r]
+            for f in range(d):
+                b = codes[r, f]
+                hist_sum[slot, f, b] += g
+                hist_cnt[slot, f, b] += 1
 
 
 @njit(cache=True)
-def _subtract(parent_sum, parent_cnt, pslot, hist_sum, hist_cnt, small, large, n_bins):
+def _subtract(parent_sum, parent_cnt, parent_hess, pslot, hist_sum, hist_cnt, hist_hess,
+              small, large, n_bins, with_hess):
     """``hist[large] = parent[pslot] - hist[small]`` (the sibling subtraction trick)."""
     for f in range(n_bins.shape[0]):
         for b in range(n_bins[f]):
             hist_sum[large, f, b] = parent_sum[pslot, f, b] - hist_sum[small, f, b]
             hist_cnt[large, f, b] = parent_cnt[pslot, f, b] - hist_cnt[small, f, b]
+    if with_hess:
+        for f in range(n_bins.shape[0]):
+            for b in range(n_bins[f]):
+                hist_hess[large, f, b] = parent_hess[pslot, f, b] - hist_hess[small, f, b]
 
 
 @njit(cache=True)
-def _best_split(hist_sum, hist_cnt, slot, n_bins, penalty, total, count, min_leaf, tie):
+def _best_split(hist_sum, hist_cnt, hist_hess, slot, n_bins, penalty, total, count, weight,
+                min_leaf, min_child_weight, lam, newton, tie):
     """Best (score, gain, feature, bin) of one node by the penalized score.
 
+    Denominators are ``n + lam`` (``newton`` False, the paper's criterion) or ``H + lam``
+    (``newton``: sums of ``l''``; each child then also needs ``H >= min_child_weight``).
     A later candidate wins only by more than ``tie``, so rounding-level ties go to the lowest
     feature, then bin, whatever the summation order. O(d B).
     """
+    if newton:
+        return _best_split_newton(hist_sum, hist_cnt, hist_hess, slot, n_bins, penalty, total,
+                                  count, weight, min_leaf, min_child_weight, lam, tie)
     best_score = -np.inf
     best_gain = 0.0
     best_f = -1
     best_b = -1
-    parent = total * total / count
+    parent = total * total / (count + lam)
     for f in range(n_bins.shape[0]):
         left = 0.0
         n_left = 0
@@ -78,7 +109,47 @@ def _best_split(hist_sum, hist_cnt, slot, n_bins, penalty, total, count, min_lea
             if n_right < min_leaf:
                 break
             right = total - left
-            gain = 0.5 * (left * left / n_left + right * right / n_right - parent)
+            gain = 0.5 * (left * left / (n_left + lam) + right * right / (n_right + lam)
+                          - parent)
+            score = gain - penalty[f]
+            if score > best_score + tie:
+                best_score = score
+                best_gain = gain
+                best_f = f
+                best_b = b
+    return best_score, best_gain, best_f, best_b
+
+
+@njit(cache=True)
+def _best_split_newton(hist_sum, hist_cnt, hist_hess, slot, n_bins, penalty, total, count,
+                       weight, min_leaf, min_child_weight, lam, tie):
+    """``_best_split`` with the second-order gain ``G^2 / (H + lam)``."""
+    best_score = -np.inf
+    best_gain = 0.0
+    best_f = -1
+    best_b = -1
+    parent = total * total / (weight + lam)
+    for f in range(n_bins.shape[0]):
+        left = 0.0
+        n_left = 0
+        h_left = 0.0
+        for b in range(n_bins[f] - 1):
+            if hist_cnt[slot, f, b] == 0:
+                continue  # same partition as bin b - 1, which wins the tie
+            left += hist_sum[slot, f, b]
+            n_left += hist_cnt[slot, f, b]
+            h_left += hist_hess[slot, f, b]
+            if n_left < min_leaf:
+                continue
+            n_right = count - n_left
+            if n_right < min_leaf:
+                break
+            h_right = weight - h_left
+            if h_left < min_child_weight or h_right < min_child_weight:
+                continue
+            right = total - left
+            gain = 0.5 * (left * left / (h_left + lam) + right * right / (h_right + lam)
+                          - parent)
             score = gain - penalty[f]
             if score > best_score + tie:
                 best_score = score
@@ -125,24 +196,28 @@ def _partition(codes, grad, hess, rows, tmp, start, end, f, b, stats):
 
 
 @njit(cache=True)
-def _leaf(total, weight):
-    """Leaf value ``G / W`` (0 when ``W`` vanishes)."""
-    return total / weight if weight > 1e-150 else 0.0
+def _leaf(total, weight, lam):
+    """Leaf value ``G / (W + lam)`` (0 when ``W + lam`` vanishes)."""
+    return total / (weight + lam) if weight + lam > 1e-150 else 0.0
 
 
 @njit(cache=True)
 def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, min_weight,
-               force_root, hist_a_sum, hist_a_cnt, hist_b_sum, hist_b_cnt, tmp):
+               force_root, hist_a_sum, hist_a_cnt, hist_b_sum, hist_b_cnt, tmp, lam, newton,
+               min_child_weight, hist_a_hess, hist_b_hess):
     """Grow one penalized regression tree on ``grad`` over ``rows`` (int32, reordered).
 
-    Splits use the score above; leaf values are ``sum g / sum hess`` (``hess`` float64, n).
-    A node splits only if it has ``>= 2 min_leaf`` rows and ``sum hess >= min_weight``.
+    Splits use the score above (with ``lam`` added to every denominator; ``newton`` puts
+    the sums of ``hess`` in place of the counts, see ``_best_split``); leaf values are
+    ``sum g / (sum hess + lam)`` (``hess`` float64, n). A node splits only if it has
+    ``>= 2 min_leaf`` rows and ``sum hess >= min_weight``.
 
     ``penalty`` (float64, d) is ``mu c_f phi_f`` and is updated in place: a feature this tree
     splits on gets penalty 0. ``force_root`` makes the root split whenever it removes any
     squared error (used while the ensemble has no feature). Workspaces: ``hist_*`` of shape
-    (2^(D-1), d, B_max) and ``tmp`` (len(rows),). Returns (feature int32, threshold int32,
-    value float64), each of length 2^(D+1) - 1.
+    (2^(D-1), d, B_max) (the ``*_hess`` ones are only touched with ``newton``, else any
+    float64 3-D array will do) and ``tmp`` (len(rows),). Returns (feature int32, threshold
+    int32, value float64), each of length 2^(D+1) - 1.
     """
     n_nodes = 2 ** (max_depth + 1) - 1
     feature = np.full(n_nodes, -1, dtype=np.int32)
@@ -163,11 +238,12 @@ def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, mi
         total[0] += g
         square[0] += g * g
         weight[0] += hess[rows[k]]
-    value[0] = _leaf(total[0], weight[0])
-    parent_sum, parent_cnt = hist_a_sum, hist_a_cnt
-    child_sum, child_cnt = hist_b_sum, hist_b_cnt
+    value[0] = _leaf(total[0], weight[0], lam)
+    parent_sum, parent_cnt, parent_hess = hist_a_sum, hist_a_cnt, hist_a_hess
+    child_sum, child_cnt, child_hess = hist_b_sum, hist_b_cnt, hist_b_hess
     if max_depth > 0 and m >= 2 * min_leaf:
-        _histogram(codes, grad, rows, 0, m, parent_sum, parent_cnt, 0, n_bins)
+        _histogram(codes, grad, hess, rows, 0, m, parent_sum, parent_cnt, parent_hess, 0,
+                   n_bins, newton)
     for level in range(max_depth):
         first = 2**level - 1
         last_level = level + 1 == max_depth
@@ -176,8 +252,9 @@ def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, mi
             if not alive[j] or count < 2 * min_leaf or weight[j] < min_weight:
                 continue
             slot = j - first
-            score, gain, f, b = _best_split(parent_sum, parent_cnt, slot, n_bins, penalty,
-                                            total[j], count, min_leaf,
+            score, gain, f, b = _best_split(parent_sum, parent_cnt, parent_hess, slot, n_bins,
+                                            penalty, total[j], count, weight[j], min_leaf,
+                                            min_child_weight, lam, newton,
                                             REL_TIE * square[j])
             tol = REL_TOL * square[j]
             take = score > tol or (force_root and j == 0 and gain > tol)
@@ -191,8 +268,8 @@ def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, mi
             start[left], end[left], start[right], end[right] = start[j], mid, mid, end[j]
             total[left], square[left], weight[left] = stats[0], stats[1], stats[2]
             total[right], square[right], weight[right] = stats[3], stats[4], stats[5]
-            value[left] = _leaf(stats[0], stats[2])
-            value[right] = _leaf(stats[3], stats[5])
+            value[left] = _leaf(stats[0], stats[2], lam)
+            value[right] = _leaf(stats[3], stats[5], lam)
             alive[left] = True
             alive[right] = True
             if last_level:
@@ -201,10 +278,13 @@ def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, mi
             if mid - start[j] > end[j] - mid:
                 small, large = large, small
             s = left if small == 2 * slot else right
-            _histogram(codes, grad, rows, start[s], end[s], child_sum, child_cnt, small, n_bins)
-            _subtract(parent_sum, parent_cnt, slot, child_sum, child_cnt, small, large, n_bins)
+            _histogram(codes, grad, hess, rows, start[s], end[s], child_sum, child_cnt,
+                       child_hess, small, n_bins, newton)
+            _subtract(parent_sum, parent_cnt, parent_hess, slot, child_sum, child_cnt,
+                      child_hess, small, large, n_bins, newton)
         parent_sum, child_sum = child_sum, parent_sum
         parent_cnt, child_cnt = child_cnt, parent_cnt
+        parent_hess, child_hess = child_hess, parent_hess
     return feature, threshold, value
 
 

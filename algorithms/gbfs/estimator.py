@@ -22,7 +22,21 @@ Algorithm 1 we fit the tree by CART and step ``H += alpha h_t`` with ``alpha`` =
 Leaf values: ``leaf_values="mean"`` keeps CART's leaf means ``G_l / n_l`` (Algorithm 1
 literally); the default ``"newton"`` re-fits each leaf of that same tree by one Newton step
 ``G_l / sum_{i in l} l''(H_i)`` (Friedman's TreeBoost line search, as scikit-learn's gradient
-boosting does); identical for the squared loss. The tree structure never depends on it.
+boosting does); identical for the squared loss. With ``split_gain="gradient"`` the tree
+structure never depends on it.
+
+Additions to the paper (both off with ``reg_lambda=0, split_gain="gradient"``, which
+reproduce the paper's trees bit for bit):
+
+* ``reg_lambda`` (lambda >= 0) adds the ridge term ``lambda/2 sum_l v_l^2`` on the leaf values
+  to Eq. 14, so every denominator above becomes ``n + lambda`` and the leaves
+  ``G_l / (W_l + lambda)`` (``W_l`` = ``n_l`` or ``sum l''``), as in XGBoost/LightGBM.
+* ``split_gain="newton"`` grows the tree on the second-order model of the loss
+  (``sum_i [-g_i h(x_i) + l''_i h(x_i)^2 / 2]``) instead of Eq. 14's unit-weight squared loss:
+  the counts ``n`` become ``H = sum l''`` (``G_L^2/(H_L+lambda) + ...``), both children must
+  keep ``H >= min_child_hessian`` (LightGBM's ``min_sum_hessian_in_leaf``), and the
+  penalty ``mu c_f phi_f`` is charged exactly as before. For the squared loss
+  (``l'' = 1``) it equals the gradient criterion. Needs ``leaf_values="newton"``.
 While the ensemble has no feature yet the root split is taken even when ``score <= 0``, so
 ``mu -> inf`` gives the single most useful (cost-adjusted) feature, not a constant model.
 Early stopping (``n_estimators``) plays the paper's l1 term. Training: O(T (n d D + 2^D d B)).
@@ -41,8 +55,12 @@ from algorithms.gbfs import _tree, binning, losses
 from algorithms.serialization import dumps_state, loads_state
 
 _PARAMS = ("loss", "n_estimators", "learning_rate", "max_depth", "mu", "max_bins",
-           "min_samples_leaf", "min_split_hessian", "subsample", "leaf_values", "random_state")
+           "min_samples_leaf", "min_split_hessian", "subsample", "leaf_values", "reg_lambda",
+           "split_gain", "min_child_hessian", "random_state")
 _LEAF_VALUES = ("newton", "mean")
+_SPLIT_GAINS = ("gradient", "newton")
+# states written before these parameters existed were fitted with these values
+_LEGACY = {"reg_lambda": 0.0, "split_gain": "gradient", "min_child_hessian": 1e-3}
 _ARRAYS = ("bin_edges_", "bin_offsets_", "tree_feature_", "tree_threshold_",
            "tree_split_value_", "tree_value_", "selected_features_",
            "feature_entry_iteration_", "train_loss_")
@@ -69,6 +87,9 @@ class GBFS:
     ``sum_i l''(H_i) >=`` this; ``l'' = 1`` for mean leaves; LightGBM's
     ``min_sum_hessian_in_leaf = 1e-3`` on both children implies the default ``2e-3``),
     ``subsample`` (row fraction per tree), ``leaf_values`` ("newton" | "mean"),
+    ``reg_lambda`` (L2 on leaf values, default 0 = the paper), ``split_gain`` ("gradient",
+    the paper's Eq. 14, default | "newton", second-order gain), ``min_child_hessian``
+    (children's ``sum l''`` floor, only with ``split_gain="newton"``, default 1e-3),
     ``random_state``.
 
     Fitted: ``selected_features_`` (in order of entry), ``feature_entry_iteration_`` (tree
@@ -86,7 +107,9 @@ class GBFS:
                  feature_costs: np.ndarray | None = None, max_bins: int = 255,
                  min_samples_leaf: int = 1, min_split_hessian: float = 2e-3,
                  subsample: float = 1.0,
-                 leaf_values: str = "newton", random_state: int | None = None) -> None:
+                 leaf_values: str = "newton", reg_lambda: float = 0.0,
+                 split_gain: str = "gradient", min_child_hessian: float = 1e-3,
+                 random_state: int | None = None) -> None:
         self.loss = loss
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -98,6 +121,9 @@ class GBFS:
         self.min_split_hessian = min_split_hessian
         self.subsample = subsample
         self.leaf_values = leaf_values
+        self.reg_lambda = reg_lambda
+        self.split_gain = split_gain
+        self.min_child_hessian = min_child_hessian
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
@@ -112,6 +138,12 @@ class GBFS:
             raise ValueError("min_split_hessian must be >= 0")
         if self.leaf_values not in _LEAF_VALUES:
             raise ValueError(f"leaf_values must be one of {_LEAF_VALUES}")
+        if self.split_gain not in _SPLIT_GAINS:
+            raise ValueError(f"split_gain must be one of {_SPLIT_GAINS}")
+        if self.split_gain == "newton" and self.leaf_values != "newton":
+            raise ValueError("split_gain='newton' needs leaf_values='newton'")
+        if not self.reg_lambda >= 0 or not self.min_child_hessian >= 0:
+            raise ValueError("reg_lambda and min_child_hessian must be >= 0")
         if not 0 < self.subsample <= 1:
             raise ValueError(f"subsample must be in (0, 1], got {self.subsample}")
         costs = np.ones(d) if self.feature_costs is None else self.feature_costs
@@ -154,6 +186,9 @@ class GBFS:
         hists = [np.zeros((slots, d, width), dtype=dt) for dt in (np.float64, np.int32) * 2]
         m = n if self.subsample >= 1 else max(1, int(np.ceil(self.subsample * n)))
         tmp = np.empty(m, dtype=np.int32)
+        split_newton = self.split_gain == "newton"
+        hess_hists = [np.zeros((slots, d, width) if split_newton else (1, 1, 1))
+                      for _ in range(2)]
         rng = np.random.default_rng(self.random_state)
         penalty = self.mu * costs
         used = np.zeros(d, dtype=bool)
@@ -170,7 +205,9 @@ class GBFS:
                 rows = np.sort(rng.choice(n, size=m, replace=False)).astype(np.int32)
             feature, threshold, value = _tree._grow_tree(
                 codes, grad, hess, rows, n_bins, penalty, depth, self.min_samples_leaf,
-                float(self.min_split_hessian), not entered, *hists, tmp)
+                float(self.min_split_hessian), not entered, *hists, tmp,
+                float(self.reg_lambda), split_newton, float(self.min_child_hessian),
+                *hess_hists)
             for f in feature[feature >= 0]:
                 if not used[f]:
                     used[f] = True
@@ -276,7 +313,8 @@ class GBFS:
         """Rebuild a fitted model from :meth:`state_dict` (bit-exact)."""
         if state.get("algorithm") != "GBFS":
             raise ValueError("state is not a GBFS state")
-        model = cls(**{name: state[name] for name in _PARAMS},
+        params = {name: state.get(name, _LEGACY.get(name)) for name in _PARAMS}
+        model = cls(**params,
                     feature_costs=state.get("feature_costs"))
         model.base_score_ = float(state["base_score_"])
         model.n_features_in_ = int(state["n_features_in_"])

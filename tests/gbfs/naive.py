@@ -17,14 +17,18 @@ REL_TIE = 1e-10
 
 
 def naive_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, force_root,
-               min_weight=2e-3):
-    """Return (feature, threshold, value) heap arrays; ``penalty`` is updated in place."""
+               min_weight=2e-3, lam=0.0, newton=False, min_child=0.0):
+    """Return (feature, threshold, value) heap arrays; ``penalty`` is updated in place.
+
+    Split denominators are ``count + lam`` (or ``sum hess + lam`` with ``newton``, where both
+    children also need ``sum hess >= min_child``); leaves are ``sum g / (sum hess + lam)``.
+    """
     n_nodes = 2 ** (max_depth + 1) - 1
     feature = np.full(n_nodes, -1, dtype=np.int32)
     threshold = np.zeros(n_nodes, dtype=np.int32)
     value = np.zeros(n_nodes, dtype=np.float64)
     members: dict[int, np.ndarray] = {0: np.asarray(rows)}
-    value[0] = _leaf(grad[rows], hess[rows])
+    value[0] = _leaf(grad[rows], hess[rows], lam)
     for level in range(max_depth):
         for j in range(2**level - 1, 2 ** (level + 1) - 1):
             if j not in members or len(members[j]) < 2 * min_leaf:
@@ -33,7 +37,9 @@ def naive_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, fo
                 continue
             idx = members[j]
             g = grad[idx]
+            h = hess[idx]
             total, count = g.sum(), len(idx)
+            denom = h.sum() if newton else count
             best = (-np.inf, 0.0, -1, -1)
             tie = REL_TIE * np.sum(g * g)
             for f in range(codes.shape[1]):
@@ -43,8 +49,15 @@ def naive_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, fo
                     n_right = count - n_left
                     if n_left < min_leaf or n_right < min_leaf:
                         continue
-                    gain = 0.5 * (g[left].sum() ** 2 / n_left + g[~left].sum() ** 2 / n_right
-                                  - total**2 / count)
+                    if newton:
+                        d_left, d_right = h[left].sum(), h[~left].sum()
+                        if d_left < min_child or d_right < min_child:
+                            continue
+                    else:
+                        d_left, d_right = n_left, n_right
+                    gain = 0.5 * (g[left].sum() ** 2 / (d_left + lam)
+                                  + g[~left].sum() ** 2 / (d_right + lam)
+                                  - total**2 / (denom + lam))
                     if gain - penalty[f] > best[0] + tie:
                         best = (gain - penalty[f], gain, f, b)
             score, gain, f, b = best
@@ -55,14 +68,15 @@ def naive_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, fo
             left = codes[idx, f] <= b
             members[2 * j + 1], members[2 * j + 2] = idx[left], idx[~left]
             w = hess[idx]
-            value[2 * j + 1] = _leaf(g[left], w[left])
-            value[2 * j + 2] = _leaf(g[~left], w[~left])
+            value[2 * j + 1] = _leaf(g[left], w[left], lam)
+            value[2 * j + 2] = _leaf(g[~left], w[~left], lam)
     return feature, threshold, value
 
 
 def naive_gbfs(X, y, *, loss="logistic", n_estimators=10, learning_rate=0.1, max_depth=3,
                mu=0.0, costs=None, max_bins=255, min_samples_leaf=1, leaf_values="newton",
-               min_split_hessian=2e-3):
+               min_split_hessian=2e-3, reg_lambda=0.0, split_gain="gradient",
+               min_child_hessian=1e-3):
     """Plain gradient boosting with ``naive_tree``; returns (features, thresholds, values, F).
 
     ``y`` is 0/1 for the logistic loss. Bins come from ``algorithms.gbfs.binning``.
@@ -85,7 +99,8 @@ def naive_gbfs(X, y, *, loss="logistic", n_estimators=10, learning_rate=0.1, max
         newton = loss == "logistic" and leaf_values == "newton"
         hess = p * (1.0 - p) if newton else np.ones(len(y))
         tree = naive_tree(codes, grad, hess, np.arange(len(y)), n_bins, penalty, max_depth,
-                          min_samples_leaf, not used, min_split_hessian)
+                          min_samples_leaf, not used, min_split_hessian, reg_lambda,
+                          split_gain == "newton", min_child_hessian)
         used = used or bool(np.any(tree[0] >= 0))
         trees.append(tree)
         scores = scores + learning_rate * _leaf_values(codes, *tree)
@@ -93,8 +108,8 @@ def naive_gbfs(X, y, *, loss="logistic", n_estimators=10, learning_rate=0.1, max
     return stack[0], stack[1], stack[2], scores
 
 
-def _leaf(g, w):
-    return g.sum() / w.sum() if w.sum() > 1e-150 else 0.0
+def _leaf(g, w, lam=0.0):
+    return g.sum() / (w.sum() + lam) if w.sum() + lam > 1e-150 else 0.0
 
 
 def _leaf_values(codes, feature, threshold, value):

@@ -32,6 +32,46 @@ def test_mu_zero_equals_plain_boosting_oracle(task, loss, leaf_values):
     np.testing.assert_allclose(model.decision_function(X), scores, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize(("loss", "extra"), [
+    ("logistic", dict(reg_lambda=1.0)),
+    ("logistic", dict(split_gain="newton")),
+    ("logistic", dict(split_gain="newton", reg_lambda=0.5, min_child_hessian=0.5)),
+    ("logistic", dict(leaf_values="mean", reg_lambda=2.0)),
+    ("squared", dict(split_gain="newton", reg_lambda=1.0)),
+])
+def test_regularized_and_newton_fits_equal_the_oracle(task, loss, extra):
+    X, y, _ = task
+    X, y = X[:150], y[:150]
+    target = y if loss == "logistic" else X[:, 0] * y + X[:, 1] ** 2
+    params = dict(n_estimators=6, learning_rate=0.3, max_depth=3, max_bins=12, mu=0.2,
+                  min_samples_leaf=2, **extra)
+    model = GBFS(loss=loss, **params).fit(X, target)
+    feats, thresholds, values, scores = naive_gbfs(X, target, loss=loss, **params)
+    np.testing.assert_array_equal(model.tree_feature_, feats)
+    np.testing.assert_array_equal(model.tree_threshold_, thresholds)
+    np.testing.assert_allclose(model.tree_value_, values, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model.decision_function(X), scores, rtol=1e-9, atol=1e-12)
+
+
+def test_paper_options_reproduce_the_original_trees_bit_for_bit():
+    # SHA-256 prefixes of (tree_feature_, tree_threshold_, tree_value_) bytes produced by the
+    # kernels before reg_lambda / split_gain existed: lambda = 0 with the gradient (paper)
+    # split criterion must give exactly the same trees.
+    import hashlib
+
+    X, y, _ = make_gbfs_synthetic(300, 12, random_state=5)
+    fits = [GBFS(n_estimators=25, max_depth=3, min_samples_leaf=3, reg_lambda=0.0,
+                 split_gain="gradient", **kw).fit(X, y)
+            for kw in (dict(mu=0.3), dict(mu=0.0, leaf_values="mean"),
+                       dict(mu=1.0, subsample=0.7, random_state=1))]
+    fits.append(GBFS(loss="squared", n_estimators=25, max_depth=3, mu=0.2, reg_lambda=0.0,
+                     split_gain="gradient").fit(X, X[:, 0] * y + X[:, 1] ** 2))
+    digests = [hashlib.sha256(m.tree_feature_.tobytes() + m.tree_threshold_.tobytes()
+                              + m.tree_value_.tobytes()).hexdigest()[:16] for m in fits]
+    assert digests == ["c0a15f9a565ef519", "29931dcb270d61ce", "4acd89b4cc014c0c",
+                       "dce68c3da40bc078"]
+
+
 def test_penalized_fit_equals_oracle_with_costs(task):
     X, y, _ = task
     costs = np.linspace(0.5, 2.0, X.shape[1])
@@ -145,6 +185,23 @@ def test_invalid_input_is_rejected(task):
         GBFS().fit(X, np.arange(len(y)) % 3)
     with pytest.raises(ValueError, match="feature_costs"):
         GBFS(feature_costs=np.ones(3)).fit(X, y)
+    with pytest.raises(ValueError, match="split_gain"):
+        GBFS(split_gain="exact").fit(X, y)
+    with pytest.raises(ValueError, match="leaf_values='newton'"):
+        GBFS(split_gain="newton", leaf_values="mean").fit(X, y)
+    with pytest.raises(ValueError, match="reg_lambda"):
+        GBFS(reg_lambda=-1.0).fit(X, y)
     model = GBFS(n_estimators=2).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         model.predict(X[:, :5])
+
+
+def test_state_without_the_newer_parameters_loads_with_the_paper_values(task):
+    X, y, _ = task
+    model = GBFS(mu=0.3, n_estimators=10).fit(X, y)
+    state = model.state_dict()
+    for name in ("reg_lambda", "split_gain", "min_child_hessian"):
+        del state[name]
+    clone = GBFS.from_state_dict(state)
+    assert (clone.reg_lambda, clone.split_gain) == (0.0, "gradient")
+    np.testing.assert_array_equal(clone.decision_function(X), model.decision_function(X))

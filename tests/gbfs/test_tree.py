@@ -7,13 +7,16 @@ from algorithms.gbfs import _tree, binning
 from tests.gbfs.naive import naive_tree
 
 
-def _grow(codes, grad, rows, n_bins, penalty, depth, min_leaf, force, hess=None, weight=2e-3):
+def _grow(codes, grad, rows, n_bins, penalty, depth, min_leaf, force, hess=None, weight=2e-3,
+          lam=0.0, newton=False, min_child=0.0):
     d, width = codes.shape[1], int(n_bins.max())
     slots = max(1, 2 ** (depth - 1))
     hists = [np.zeros((slots, d, width), dtype=t) for t in (np.float64, np.int32) * 2]
+    hess_hists = [np.zeros((slots, d, width)) for _ in range(2)]
     hess = np.ones(len(grad)) if hess is None else hess
     return _tree._grow_tree(codes, grad, hess, rows.astype(np.int32), n_bins, penalty, depth,
-                            min_leaf, weight, force, *hists, np.empty(len(rows), dtype=np.int32))
+                            min_leaf, weight, force, *hists, np.empty(len(rows), dtype=np.int32),
+                            lam, newton, min_child, *hess_hists)
 
 
 def _data(seed, n=80, d=5, levels=7):
@@ -74,3 +77,38 @@ def test_used_feature_beats_slightly_better_unused_one():
     assert free[0][0] == 0
     charged = _grow(codes, a, rows, n_bins, np.array([1e3, 0.0]), 1, 1, False)
     assert charged[0][0] == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("lam", "newton", "min_child"),
+                         [(1.0, False, 0.0), (0.0, True, 1e-3), (2.5, True, 0.6)])
+def test_regularized_and_newton_split_equal_the_oracle(seed, lam, newton, min_child):
+    codes, n_bins, grad = _data(seed)
+    rows = np.arange(codes.shape[0])
+    penalty = np.where(np.arange(codes.shape[1]) % 2 == 0, 0.3, 0.0) * (seed % 3)
+    hess = np.random.default_rng(seed + 10).uniform(0.02, 0.25, size=len(grad))
+    fast = _grow(codes, grad, rows, n_bins, penalty.copy(), 3, 2, True, hess, 2e-3, lam,
+                 newton, min_child)
+    slow = naive_tree(codes, grad, hess, rows, n_bins, penalty.copy(), 3, 2, True, 2e-3, lam,
+                      newton, min_child)
+    np.testing.assert_array_equal(fast[0], slow[0])
+    np.testing.assert_array_equal(fast[1], slow[1])
+    np.testing.assert_allclose(fast[2], slow[2], rtol=1e-12, atol=1e-14)
+
+
+def test_newton_split_with_unit_hessian_equals_the_paper_split():
+    codes, n_bins, grad = _data(1)
+    rows = np.arange(codes.shape[0])
+    plain = _grow(codes, grad, rows, n_bins, np.full(5, 0.2), 3, 1, True, None, 2e-3, 0.7)
+    newton = _grow(codes, grad, rows, n_bins, np.full(5, 0.2), 3, 1, True, None, 2e-3, 0.7,
+                   True, 0.0)
+    for a, b in zip(plain, newton, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_reg_lambda_shrinks_a_leaf_by_its_weight():
+    codes, n_bins, grad = _data(2)
+    rows = np.arange(codes.shape[0])
+    feature, _, value = _grow(codes, grad, rows, n_bins, np.zeros(5), 0, 1, False, None,
+                              2e-3, 4.0)
+    assert feature[0] == -1 and value[0] == pytest.approx(grad.sum() / (len(grad) + 4.0))
