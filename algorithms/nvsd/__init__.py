@@ -6,11 +6,17 @@ from .inexact import DenseNVSDProblem, solve_admm_inexact
 from .kernels import GaussianKernel, PolynomialKernel, derivative_gram, make_kernel
 from .path import nvsd_path, solve_path, tau_grid, tau_max
 from .prox import Regularizer, make_regularizer
-from .relaxed import RelaxedSelection, SubsetKernelRidge, ranked_supports, select_relaxed
+from .relaxed import (
+    RelaxedNVSD,
+    RelaxedSelection,
+    SubsetKernelRidge,
+    ranked_supports,
+    select_relaxed,
+)
 
 __all__ = [
     "NVSD", "ADMMResult", "DenseNVSDProblem", "GaussianKernel", "NVSDProblem",
-    "PolynomialKernel", "Regularizer", "RelaxedSelection", "SubsetKernelRidge",
+    "PolynomialKernel", "Regularizer", "RelaxedNVSD", "RelaxedSelection", "SubsetKernelRidge",
     "derivative_gram", "kkt_residual", "make_kernel", "make_regularizer", "nvsd_path",
     "ranked_supports", "select_relaxed", "solve_admm", "solve_admm_inexact", "solve_path",
     "tau_grid", "tau_max",

@@ -170,3 +170,105 @@ def _best_alpha(kernel, kernel_params, cols, X, y, X_val, y_val, alphas):
         if best is None or rmse < best[0]:
             best = (rmse, float(alpha), model)
     return best
+
+
+class RelaxedNVSD:
+    """One-call relaxed NVSD: τ paths over ``nus`` (and ``mus`` for ``"en"``), ranking,
+    kernel-ridge refit on the top-ranked inputs, choice on validation data.
+
+    ``fit(X, y)`` holds out ``validation_fraction`` of the rows (seeded) for the choice and
+    then refits the chosen support and ridge on all rows; ``fit(X, y, validation=(Xv, yv))``
+    uses the given set and fits on ``X`` only. ``nvsd_params`` are :class:`NVSD` parameters
+    (kernel, groups, tol, ...). Fitted: ``support_``, ``alpha_``, ``model_``
+    (:class:`SubsetKernelRidge`), ``validation_rmse_``, ``tau_``, ``nu_``, ``mu_``.
+    Cost: the paths (see :func:`~algorithms.nvsd.nvsd_path`) plus :func:`select_relaxed`.
+    """
+
+    def __init__(self, *, nus: tuple[float, ...] = (1e-3, 1e-1, 1.0),
+                 mus: tuple[float, ...] = (0.25, 0.5, 0.75), n_taus: int = 8,
+                 ratio: float = 1e-3, alphas: tuple[float, ...] = DEFAULT_ALPHAS,
+                 validation_fraction: float = 0.25, random_state: int = 0,
+                 **nvsd_params: Any) -> None:
+        self.nus, self.mus, self.n_taus, self.ratio = tuple(nus), tuple(mus), n_taus, ratio
+        self.alphas = tuple(alphas)
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+        self.nvsd_params = nvsd_params
+
+    def fit(self, X: np.ndarray, y: np.ndarray, *,
+            validation: tuple[np.ndarray, np.ndarray] | None = None) -> RelaxedNVSD:
+        from .estimator import NVSD, _check_inputs
+        from .path import nvsd_path
+
+        X = _check_inputs(X)
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        if validation is None:
+            if not 0.0 < self.validation_fraction < 1.0:
+                raise ValueError("validation_fraction must be in (0, 1)")
+            order = np.random.default_rng(self.random_state).permutation(len(y))
+            n_val = max(1, int(round(self.validation_fraction * len(y))))
+            val, train = order[:n_val], np.sort(order[n_val:])
+            X_fit, y_fit, X_val, y_val = X[train], y[train], X[val], y[val]
+        else:
+            X_fit, y_fit = X, y
+            X_val, y_val = (np.asarray(a, dtype=np.float64) for a in validation)
+        base = NVSD(**self.nvsd_params)
+        problem = base.make_problem(X_fit)
+        mus = self.mus if base.regularizer == "en" else (base.mu,)
+        path = []
+        for nu in self.nus:
+            for mu in mus:
+                params = {**base.get_params(), "nu": nu, "mu": mu}
+                params.pop("tau")
+                path += nvsd_path(X_fit, y_fit, problem=problem, n_taus=self.n_taus,
+                                  ratio=self.ratio, **params)
+        chosen = select_relaxed(path, X_fit, y_fit, X_val, y_val, alphas=self.alphas)
+        source = path[chosen.path_index]
+        self.support_, self.alpha_ = chosen.support, chosen.alpha
+        self.validation_rmse_ = chosen.validation_rmse
+        self.tau_, self.nu_, self.mu_ = float(source.tau), float(source.nu), float(source.mu)
+        self.model_ = chosen.model if validation is not None else SubsetKernelRidge(
+            kernel=chosen.model.kernel, kernel_params=chosen.model.kernel_params,
+            columns=chosen.support, alpha=chosen.alpha).fit(X, y)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Predictions of the refitted kernel ridge, (m,)."""
+        return self.model_.predict(X)
+
+    def selected_features(self) -> np.ndarray:
+        """Indices of the selected inputs."""
+        return self.support_
+
+    def state_dict(self) -> dict[str, Any]:
+        """Flat state for :func:`algorithms.serialization.dumps_state` (the refit's arrays
+        under ``model.``)."""
+        state: dict[str, Any] = {
+            "class": "RelaxedNVSD", "nus": list(self.nus), "mus": list(self.mus),
+            "n_taus": self.n_taus, "ratio": self.ratio, "alphas": list(self.alphas),
+            "validation_fraction": self.validation_fraction,
+            "random_state": self.random_state, "nvsd_params": self.nvsd_params}
+        if hasattr(self, "model_"):
+            state.update(support_=self.support_, alpha_=self.alpha_,
+                         validation_rmse_=self.validation_rmse_, tau_=self.tau_,
+                         nu_=self.nu_, mu_=self.mu_)
+            state.update({f"model.{k}": v for k, v in self.model_.state_dict().items()})
+        return state
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> RelaxedNVSD:
+        """Inverse of :meth:`state_dict` (bit-exact predictions)."""
+        if state.get("class") != "RelaxedNVSD":
+            raise ValueError(f"not a RelaxedNVSD state: {state.get('class')!r}")
+        model = cls(nus=state["nus"], mus=state["mus"], n_taus=state["n_taus"],
+                    ratio=state["ratio"], alphas=state["alphas"],
+                    validation_fraction=state["validation_fraction"],
+                    random_state=state["random_state"], **state["nvsd_params"])
+        if "support_" in state:
+            model.support_ = np.asarray(state["support_"])
+            model.alpha_ = float(state["alpha_"])
+            model.validation_rmse_ = float(state["validation_rmse_"])
+            model.tau_, model.nu_, model.mu_ = (float(state[k]) for k in ("tau_", "nu_", "mu_"))
+            model.model_ = SubsetKernelRidge.from_state_dict(
+                {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
+        return model

@@ -5,7 +5,14 @@ import pytest
 from sklearn.kernel_ridge import KernelRidge
 
 from algorithms.datasets.nvsd_synthetic import EXPERIMENTS, RELEVANT
-from algorithms.nvsd import NVSD, SubsetKernelRidge, nvsd_path, ranked_supports, select_relaxed
+from algorithms.nvsd import (
+    NVSD,
+    RelaxedNVSD,
+    SubsetKernelRidge,
+    nvsd_path,
+    ranked_supports,
+    select_relaxed,
+)
 from algorithms.serialization import dumps_state, loads_state
 
 
@@ -84,3 +91,20 @@ def test_relaxed_selection_recovers_the_true_support(name, regularizer, nu):
 def test_select_relaxed_needs_a_path():
     with pytest.raises(ValueError, match="path"):
         select_relaxed([], np.zeros((2, 2)), np.zeros(2), np.zeros((2, 2)), np.zeros(2))
+
+
+def test_relaxed_nvsd_estimator_selects_refits_and_round_trips():
+    exp = EXPERIMENTS["E1"]
+    X, y = exp["make"](120, np.random.default_rng(11))
+    Xt, yt = exp["make"](300, np.random.default_rng(12))
+    model = RelaxedNVSD(nus=(1.0,), n_taus=5, ratio=1e-2, regularizer="gl",
+                        kernel="polynomial", degree=3, groups=exp["groups"], tol=1e-3)
+    model.fit(X, y)  # a seeded quarter of the rows chooses; the refit uses all of them
+    assert model.selected_features().tolist() == list(RELEVANT)
+    oracle = KernelRidge(alpha=model.alpha_, kernel="poly", degree=3, coef0=1.0, gamma=1.0)
+    oracle.fit(X[:, list(RELEVANT)], y)
+    np.testing.assert_allclose(model.predict(Xt), oracle.predict(Xt[:, list(RELEVANT)]),
+                               rtol=1e-6, atol=1e-6)
+    clone = RelaxedNVSD.from_state_dict(loads_state(dumps_state(model.state_dict())))
+    np.testing.assert_array_equal(clone.predict(Xt), model.predict(Xt))
+    assert clone.tau_ == model.tau_ and clone.support_.tolist() == list(RELEVANT)
