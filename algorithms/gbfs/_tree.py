@@ -83,72 +83,37 @@ def _best_split(hist_sum, hist_cnt, hist_hess, slot, n_bins, penalty, total, cou
     """Best (score, gain, feature, bin) of one node by the penalized score.
 
     Denominators are ``n + lam`` (``newton`` False, the paper's criterion) or ``H + lam``
-    (``newton``: sums of ``l''``; each child then also needs ``H >= min_child_weight``).
-    A later candidate wins only by more than ``tie``, so rounding-level ties go to the lowest
-    feature, then bin, whatever the summation order. O(d B).
+    (``newton``: sums of ``l''``; each child then also needs ``H >= min_child_weight``;
+    ``hist_hess`` is only read then). A later candidate wins only by more than ``tie``, so
+    rounding-level ties go to the lowest feature, then bin, whatever the summation order.
+    O(d B).
     """
-    if newton:
-        return _best_split_newton(hist_sum, hist_cnt, hist_hess, slot, n_bins, penalty, total,
-                                  count, weight, min_leaf, min_child_weight, lam, tie)
     best_score = -np.inf
     best_gain = 0.0
     best_f = -1
     best_b = -1
-    parent = total * total / (count + lam)
+    parent_den = weight if newton else count
+    parent = total * total / (parent_den + lam)
     for f in range(n_bins.shape[0]):
         left = 0.0
         n_left = 0
+        den_left = 0.0
         for b in range(n_bins[f] - 1):
             if hist_cnt[slot, f, b] == 0:
                 continue  # same partition as bin b - 1, which wins the tie
             left += hist_sum[slot, f, b]
             n_left += hist_cnt[slot, f, b]
+            den_left += hist_hess[slot, f, b] if newton else hist_cnt[slot, f, b]
             if n_left < min_leaf:
                 continue
             n_right = count - n_left
             if n_right < min_leaf:
                 break
-            right = total - left
-            gain = 0.5 * (left * left / (n_left + lam) + right * right / (n_right + lam)
-                          - parent)
-            score = gain - penalty[f]
-            if score > best_score + tie:
-                best_score = score
-                best_gain = gain
-                best_f = f
-                best_b = b
-    return best_score, best_gain, best_f, best_b
-
-
-@njit(cache=True)
-def _best_split_newton(hist_sum, hist_cnt, hist_hess, slot, n_bins, penalty, total, count,
-                       weight, min_leaf, min_child_weight, lam, tie):
-    """``_best_split`` with the second-order gain ``G^2 / (H + lam)``."""
-    best_score = -np.inf
-    best_gain = 0.0
-    best_f = -1
-    best_b = -1
-    parent = total * total / (weight + lam)
-    for f in range(n_bins.shape[0]):
-        left = 0.0
-        n_left = 0
-        h_left = 0.0
-        for b in range(n_bins[f] - 1):
-            if hist_cnt[slot, f, b] == 0:
-                continue  # same partition as bin b - 1, which wins the tie
-            left += hist_sum[slot, f, b]
-            n_left += hist_cnt[slot, f, b]
-            h_left += hist_hess[slot, f, b]
-            if n_left < min_leaf:
-                continue
-            n_right = count - n_left
-            if n_right < min_leaf:
-                break
-            h_right = weight - h_left
-            if h_left < min_child_weight or h_right < min_child_weight:
+            den_right = parent_den - den_left
+            if newton and (den_left < min_child_weight or den_right < min_child_weight):
                 continue
             right = total - left
-            gain = 0.5 * (left * left / (h_left + lam) + right * right / (h_right + lam)
+            gain = 0.5 * (left * left / (den_left + lam) + right * right / (den_right + lam)
                           - parent)
             score = gain - penalty[f]
             if score > best_score + tie:
