@@ -242,6 +242,9 @@ class ModelFold:
         if not await self.storage.save_snapshot(host.name, blob, log_id, owner=owner):
             host.owner = False  # lost the model meanwhile: the new owner snapshots and trims
             self.reader = None
+            metrics.SNAPSHOTS_REFUSED.labels(host.name).inc()
+            log.warning("snapshot of model %s refused: another process holds its lease",
+                        host.name)
             return False
         host.snapshot_id = log_id
         host.last_snapshot_time = time.monotonic()

@@ -46,6 +46,9 @@ FEEDBACK = Counter(
     "featurebudget_feedback_total", "Feedback labels received", ["model", "outcome"])
 SNAPSHOTS = Counter(
     "featurebudget_snapshots_total", "Snapshots written", ["model"])
+SNAPSHOTS_REFUSED = Counter(
+    "featurebudget_snapshots_refused_total",
+    "Snapshot writes refused because this process no longer held the model's lease", ["model"])
 SNAPSHOT_SECONDS = Histogram(
     "featurebudget_snapshot_seconds", "Time to write one snapshot", ["model"],
     buckets=_LATENCY_BUCKETS)
@@ -68,8 +71,8 @@ EXAMPLES_SEEN = Gauge(
 def forget_model(model: str) -> None:
     """Drop a deleted model's labelled series (single-process registry only)."""
     for metric in (EXAMPLES_APPLIED, UPDATE_SECONDS, PREDICT_SECONDS, PREDICTIONS, SNAPSHOTS,
-                   SNAPSHOT_SECONDS, LEARNER_LAG, PROGRESSIVE_ACCURACY, SELECTED_FEATURES,
-                   EXAMPLES_SEEN, DEADLETTER_ENTRIES):
+                   SNAPSHOTS_REFUSED, SNAPSHOT_SECONDS, LEARNER_LAG, PROGRESSIVE_ACCURACY,
+                   SELECTED_FEATURES, EXAMPLES_SEEN, DEADLETTER_ENTRIES):
         with contextlib.suppress(KeyError):
             metric.remove(model)
 

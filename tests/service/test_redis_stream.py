@@ -228,3 +228,29 @@ def test_snapshot_writes_are_fenced_by_the_lease_and_never_go_back(redis_url):
             await storage.close()
 
     asyncio.run(scenario())
+
+
+def test_a_process_that_lost_its_lease_cannot_write_its_snapshot(redis_url, x1):
+    """Another process takes the lease while this one still believes it owns the model
+    (ownership is re-checked every lease_seconds / 3): its next snapshot is refused, counted,
+    and it stops folding; the stored snapshot and the log are untouched."""
+    X, y = x1
+    r = redis.Redis.from_url(redis_url)
+    app = create_app(settings(redis_url, lease_seconds=60.0, snapshot_every_examples=50,
+                              trim_log=True))
+    with TestClient(app) as client:
+        create(client)
+        client.post("/v1/models/m/examples?wait=true",
+                    json={"examples": json_examples(X, y, 0, 50)})
+        wait_for(lambda: r.hget(wire.snapshot_key("m"), b"log_id"))
+        before = r.hgetall(wire.snapshot_key("m"))
+        r.set(wire.lease_key("m"), b"intruder", px=60000)  # a takeover this process missed
+        response = client.post("/v1/models/m/examples?wait=true",
+                               json={"examples": json_examples(X, y, 50, 100)})
+        assert response.status_code == 202
+        wait_for(lambda: client.get("/v1/models/m").json()["owner"] is False)
+        assert r.hgetall(wire.snapshot_key("m")) == before
+        after = r.xrange(wire.log_key("m"), min=b"(" + before[b"log_id"])
+        assert len(after) == 1  # the second batch: still there for the new owner to replay
+        metrics = client.get("/metrics").text
+        assert 'featurebudget_snapshots_refused_total{model="m"} 1.0' in metrics
