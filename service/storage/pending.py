@@ -25,7 +25,7 @@ from pathlib import Path
 _FRAME = struct.Struct("<II")
 _HEAD = struct.Struct("<cdH")
 _LEN = struct.Struct("<H")
-MAX_PENDING_BLOB = 1 << 24
+MAX_PENDING_BLOB = 1 << 30  # as the log's MAX_RECORD: a request body is limited far below
 
 
 class PendingJournal:
