@@ -150,11 +150,9 @@ def run_lightgbm(split, T, depths, grid, min_leaf, lam):
 
 
 def _l1_logistic(C):
-    if tuple(int(p) for p in sklearn.__version__.split(".")[:2]) >= (1, 8):
-        return LogisticRegression(l1_ratio=1.0, C=C, solver="liblinear", max_iter=2000,
-                                  random_state=0)
-    return LogisticRegression(penalty="l1", C=C, solver="liblinear", max_iter=2000,
-                              random_state=0)
+    new_api = tuple(int(p) for p in sklearn.__version__.split(".")[:2]) >= (1, 8)
+    l1 = {"l1_ratio": 1.0} if new_api else {"penalty": "l1"}
+    return LogisticRegression(C=C, solver="liblinear", max_iter=2000, random_state=0, **l1)
 
 
 def run_l1_lr(split, Cs):

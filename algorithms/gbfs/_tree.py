@@ -40,27 +40,18 @@ def _histogram(codes, grad, hess, rows, start, end, hist_sum, hist_cnt, hist_hes
         for b in range(n_bins[f]):
             hist_sum[slot, f, b] = 0.0
             hist_cnt[slot, f, b] = 0
-    if with_hess:
-        for f in range(d):
-            for b in range(n_bins[f]):
+            if with_hess:
                 hist_hess[slot, f, b] = 0.0
-        for k in range(start, end):
-            r = rows[k]
-            g = grad[r]
-            h = hess[r]
-            for f in range(d):
-                b = codes[r, f]
-                hist_sum[slot, f, b] += g
-                hist_cnt[slot, f, b] += 1
+    for k in range(start, end):
+        r = rows[k]
+        g = grad[r]
+        h = hess[r]
+        for f in range(d):
+            b = codes[r, f]
+            hist_sum[slot, f, b] += g
+            hist_cnt[slot, f, b] += 1
+            if with_hess:
                 hist_hess[slot, f, b] += h
-    if not with_hess:
-        for k in range(start, end):
-            r = rows[k]
-            g = grad[r]
-            for f in range(d):
-                b = codes[r, f]
-                hist_sum[slot, f, b] += g
-                hist_cnt[slot, f, b] += 1
 
 
 @njit(cache=True)

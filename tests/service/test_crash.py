@@ -48,6 +48,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_ready(url: str, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Poll ``/readyz`` until it answers 200; fail if the server exits or times out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert process.poll() is None, "server exited during start"
+        time.sleep(0.05)
+    raise AssertionError("server did not become ready")
+
+
 _RUNNING: list[Server] = []
 
 
@@ -82,16 +96,7 @@ class Server:
             [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
              "--log-level", "warning"], cwd=ROOT, env=self.env, stdout=self.log,
             stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            assert self.process.poll() is None, "server exited during start"
-            time.sleep(0.05)
-        raise AssertionError("server did not become ready")
+        wait_ready(self.url, self.process)
 
     def kill(self) -> None:
         if self.process and self.process.poll() is None:

@@ -17,7 +17,7 @@ import pytest
 from algorithms.online import LEARNERS
 from algorithms.serialization import loads_state
 from tests.service.conftest import json_examples, same_state
-from tests.service.test_crash import ROOT, free_port
+from tests.service.test_crash import ROOT, free_port, wait_ready
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -34,13 +34,7 @@ def test_two_workers_fold_once_and_metrics_add_up(tmp_path, redis_url, x1):
         stdout=open(tmp_path / "server.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_ready(url, process)
         with httpx.Client(base_url=url, timeout=30) as client:
             body = {"name": "m", "algorithm": "sofs", "budget": 20, "n_features": 2000}
             assert client.post("/v1/models", json=body).status_code == 201
