@@ -94,10 +94,12 @@ class CSRBatch:
 
 def join_rows(indptrs, indices, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stack CSR pieces (lists of indptr / indices / values arrays) into one CSR, rows in
-    order. O(total nnz + rows)."""
+    order. O(total nnz + rows); one piece is returned as it is (no copy)."""
     if not indptrs:
         return (np.zeros(1, dtype=INDPTR_DTYPE), np.zeros(0, dtype=INDEX_DTYPE),
                 np.zeros(0, dtype=VALUE_DTYPE))
+    if len(indptrs) == 1:
+        return indptrs[0].astype(INDPTR_DTYPE, copy=False), indices[0], values[0]
     offsets = np.cumsum([0] + [int(p[-1]) for p in indptrs[:-1]])
     indptr = np.concatenate([np.zeros(1, dtype=INDPTR_DTYPE)]
                             + [p[1:] + o for p, o in zip(indptrs, offsets, strict=True)])

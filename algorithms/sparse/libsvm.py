@@ -60,29 +60,30 @@ def _parse_number(buf, pos, end, pow10):
     status 0 exact, 1 invalid, 2 valid but outside the exact fast path (mantissa >= 2^53,
     more than 18 digits, or |decimal exponent| > 22)."""
     negative = False
-    if pos < end and (buf[pos] == 45 or buf[pos] == 43):  # '-' '+'
+    if pos < end:  # an optional '-' or '+', without a branch (signs are unpredictable)
         negative = buf[pos] == 45
-        pos += 1
+        pos += np.int64(negative | (buf[pos] == 43))
     mantissa = np.int64(0)
-    digits = 0
+    start = pos
     while pos < end:
         digit = np.uint64(buf[pos]) - np.uint64(48)
         if digit > 9:
             break
         mantissa = mantissa * 10 + np.int64(digit)
-        digits += 1
         pos += 1
+    digits = pos - start  # counted from positions: no counter updates per digit
     exponent = 0
     if pos < end and buf[pos] == 46:  # '.'
         pos += 1
+        start = pos
         while pos < end:
             digit = np.uint64(buf[pos]) - np.uint64(48)
             if digit > 9:
                 break
             mantissa = mantissa * 10 + np.int64(digit)
-            digits += 1
-            exponent -= 1
             pos += 1
+        exponent = start - pos
+        digits -= exponent
     if digits == 0:
         return 0.0, pos, 1
     if pos < end and (buf[pos] == 101 or buf[pos] == 69):  # 'e' 'E'

@@ -146,3 +146,30 @@ def test_empty_and_comment_only_files(tmp_path):
     comments = tmp_path / "comments.svm"
     comments.write_bytes(b"# only a comment\n\n")
     assert load_libsvm(comments, n_features=3)[0].n_rows == 0
+
+
+_DIGITS = "0123456789"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_values_are_parsed_like_python_float(seed):
+    """Every value token of a random mix of shapes (signs, leading zeros, no integer or
+    no fraction part, exponents near the fast path's edges, 15-25 digit mantissas) parses
+    to the same double as Python's correctly rounded ``float``."""
+    rng = np.random.default_rng(seed)
+    tokens = []
+    for _ in range(4000):
+        sign = rng.choice(["", "-", "+"])
+        whole = "".join(rng.choice(list(_DIGITS), size=rng.integers(0, 12)))
+        frac = "".join(rng.choice(list(_DIGITS), size=rng.integers(0, 14)))
+        if not whole and not frac:
+            whole = "7"
+        body = whole + ("." + frac if frac or rng.random() < 0.2 else "")
+        if rng.random() < 0.3:
+            body += rng.choice(["e", "E"]) + rng.choice(["", "-", "+"]) + \
+                str(rng.integers(0, 30))
+        tokens.append(sign + body)
+    text = "".join(f"1 {k + 1}:{t}\n" for k, t in enumerate(tokens)).encode()
+    batch, _ = parse_libsvm(text, n_features=len(tokens))
+    expected = np.array([float(t) for t in tokens])
+    assert batch.values.tobytes() == expected.tobytes()
