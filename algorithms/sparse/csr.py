@@ -92,6 +92,14 @@ class CSRBatch:
                         self.values / np.repeat(norms, lengths), self.n_features)
 
 
+def join_indptrs(indptrs) -> np.ndarray:
+    """The indptr of CSR pieces stacked in order (each piece's starts at 0). O(rows)."""
+    offsets = np.cumsum([0] + [int(p[-1]) for p in indptrs[:-1]])
+    indptr = np.concatenate([np.zeros(1, dtype=INDPTR_DTYPE)]
+                            + [p[1:] + o for p, o in zip(indptrs, offsets, strict=True)])
+    return indptr.astype(INDPTR_DTYPE, copy=False)
+
+
 def join_rows(indptrs, indices, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stack CSR pieces (lists of indptr / indices / values arrays) into one CSR, rows in
     order. O(total nnz + rows); one piece is returned as it is (no copy)."""
@@ -100,11 +108,7 @@ def join_rows(indptrs, indices, values) -> tuple[np.ndarray, np.ndarray, np.ndar
                 np.zeros(0, dtype=VALUE_DTYPE))
     if len(indptrs) == 1:
         return indptrs[0].astype(INDPTR_DTYPE, copy=False), indices[0], values[0]
-    offsets = np.cumsum([0] + [int(p[-1]) for p in indptrs[:-1]])
-    indptr = np.concatenate([np.zeros(1, dtype=INDPTR_DTYPE)]
-                            + [p[1:] + o for p, o in zip(indptrs, offsets, strict=True)])
-    return (indptr.astype(INDPTR_DTYPE, copy=False), np.concatenate(indices),
-            np.concatenate(values))
+    return join_indptrs(indptrs), np.concatenate(indices), np.concatenate(values)
 
 
 def concat_batches(batches: list[CSRBatch]) -> CSRBatch:

@@ -21,7 +21,7 @@ from typing import BinaryIO
 import numpy as np
 from numba import njit
 
-from algorithms.sparse.csr import MAX_FEATURES, CSRBatch, join_rows
+from algorithms.sparse.csr import MAX_FEATURES, CSRBatch, join_indptrs, join_rows
 
 _OK, _BAD_LABEL, _BAD_INDEX, _NO_COLON, _BAD_VALUE, _INDEX_TOO_LARGE, _ZERO_INDEX, \
     _DUPLICATE, _NON_FINITE = range(9)
@@ -132,14 +132,14 @@ def _skip_to_line_end(buf, pos, n):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _parse(buf, max_rows, max_nnz, one_based, pow10):
-    """Parse all lines in one pass (rows unsorted). Returns arrays, (error code, line,
-    column), the spans of tokens outside the exact fast path, and the smallest index."""
+def _parse(buf, max_rows, indices, values, one_based, pow10):
+    """Parse all lines in one pass (rows unsorted) into ``indices`` / ``values`` (room for
+    every colon of ``buf``). Returns labels, indptr, counts, (error code, line, column), the
+    spans of tokens outside the exact fast path, and the smallest index."""
     n = len(buf)
+    max_nnz = len(indices)
     labels = np.empty(max_rows, dtype=np.float64)
     indptr = np.zeros(max_rows + 1, dtype=np.int64)
-    indices = np.empty(max_nnz, dtype=np.int32)
-    values = np.empty(max_nnz, dtype=np.float64)
     hard_slots = np.empty(max_nnz + max_rows, dtype=np.int64)   # >= 0 value, < 0 label
     hard_spans = np.empty((max_nnz + max_rows, 2), dtype=np.int64)
     n_hard = 0
@@ -231,8 +231,8 @@ def _parse(buf, max_rows, max_nnz, one_based, pow10):
         rows += 1
         indptr[rows] = nnz
         pos += 1     # past the newline
-    return (labels, indptr, indices, values, rows, nnz, code, line, column, hard_slots,
-            hard_spans, n_hard, min_index)
+    return (labels, indptr, rows, nnz, code, line, column, hard_slots, hard_spans, n_hard,
+            min_index)
 
 
 @njit(cache=True, nogil=True)
@@ -268,12 +268,17 @@ class _Chunk:
 
 
 def _parse_chunk(buf: np.ndarray, one_based: bool, line_base: Callable[[], int],
-                 source: str) -> _Chunk:
-    """Parse complete lines; errors number lines from ``line_base()`` (only then computed)."""
-    newlines, colons = _count_bytes(buf)
-    (labels, indptr, indices, values, rows, nnz, code, line, column, hard_slots,
-     hard_spans, n_hard, min_index) = _parse(buf, int(newlines) + 1, int(colons), one_based,
-                                             _POW10)
+                 source: str, counts: tuple[int, int] | None = None,
+                 out: tuple[np.ndarray, np.ndarray] | None = None) -> _Chunk:
+    """Parse complete lines; errors number lines from ``line_base()`` (only then computed).
+    ``counts``: ``_count_bytes(buf)`` if known; ``out``: index / value arrays with room for
+    every colon of ``buf`` to parse into (default: new ones)."""
+    newlines, colons = counts if counts is not None else _count_bytes(buf)
+    if out is None:
+        out = np.empty(int(colons), dtype=np.int32), np.empty(int(colons), dtype=np.float64)
+    indices, values = out
+    (labels, indptr, rows, nnz, code, line, column, hard_slots, hard_spans, n_hard,
+     min_index) = _parse(buf, int(newlines) + 1, indices, values, one_based, _POW10)
     if code != _OK:
         raise LibsvmFormatError(line + line_base() - 1, column, _MESSAGES[code], source)
     labels, indptr = labels[:rows], indptr[:rows + 1]
@@ -321,11 +326,16 @@ def _split_lines(buf: np.ndarray, parts: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
-def _finish(chunks: list[_Chunk], n_features: int | None, zero_based, source: str):
-    """Join chunks, apply ``zero_based="auto"`` and check ``n_features``."""
-    indptr, indices, values = join_rows([c.indptr for c in chunks],
-                                        [c.indices for c in chunks],
-                                        [c.values for c in chunks])
+def _finish(chunks: list[_Chunk], n_features: int | None, zero_based, source: str,
+            shared: tuple[np.ndarray, np.ndarray] | None = None):
+    """Join chunks, apply ``zero_based="auto"`` and check ``n_features``. ``shared``: the
+    arrays the chunks were parsed into, used as they are when the chunks fill them."""
+    if shared is not None and sum(len(c.indices) for c in chunks) == len(shared[0]):
+        indptr, (indices, values) = join_indptrs([c.indptr for c in chunks]), shared
+    else:
+        indptr, indices, values = join_rows([c.indptr for c in chunks],
+                                            [c.indices for c in chunks],
+                                            [c.values for c in chunks])
     labels = np.concatenate([c.labels for c in chunks]) if chunks else np.zeros(0)
     nnz = len(indices)
     if zero_based == "auto" and nnz and min(c.min_index for c in chunks) > 0:
@@ -355,25 +365,33 @@ def parse_libsvm(data: bytes | bytearray | memoryview | np.ndarray, n_features: 
     buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
-    chunks = _parse_parallel(buf, zero_based is False, lambda: 1, source, threads)
-    return _finish(chunks, n_features, zero_based, source)
+    chunks, shared = _parse_parallel(buf, zero_based is False, lambda: 1, source, threads)
+    return _finish(chunks, n_features, zero_based, source, shared)
 
 
 def _parse_parallel(buf: np.ndarray, one_based: bool, line_base: Callable[[], int],
-                    source: str, threads: int | None) -> list[_Chunk]:
-    """Parse ``buf`` (complete lines) in up to ``threads`` line-aligned parts at once."""
+                    source: str, threads: int | None
+                    ) -> tuple[list[_Chunk], tuple[np.ndarray, np.ndarray] | None]:
+    """Parse ``buf`` (complete lines) in up to ``threads`` line-aligned parts at once, each
+    into its own slice of one pair of output arrays (sized by the colons of each part), so
+    that joining the parts copies nothing when every colon was a feature. Returns the
+    parts and those arrays (None for a single part)."""
     parts = 1 if len(buf) < PARALLEL_MIN_BYTES else max(1, threads or os.cpu_count() or 1)
     ranges = _split_lines(buf, parts)
+    if len(ranges) <= 1:
+        return [_parse_chunk(buf[a:b], one_based, line_base, source) for a, b in ranges], None
+    counts = [tuple(int(c) for c in _count_bytes(buf[a:b])) for a, b in ranges]
+    starts = np.cumsum([0] + [colons for _, colons in counts])
+    shared = np.empty(starts[-1], dtype=np.int32), np.empty(starts[-1], dtype=np.float64)
 
     def work(k):
         a, b = ranges[k]
         part_base = line_base if a == 0 else (
             lambda: line_base() + int(_count_bytes(buf[:a])[0]))
-        return _parse_chunk(buf[a:b], one_based, part_base, source)
+        out = shared[0][starts[k]:starts[k + 1]], shared[1][starts[k]:starts[k + 1]]
+        return _parse_chunk(buf[a:b], one_based, part_base, source, counts[k], out)
 
-    if len(ranges) <= 1:
-        return [work(k) for k in range(len(ranges))]
-    return list(_pool().map(work, range(len(ranges))))
+    return list(_pool().map(work, range(len(ranges)))), shared
 
 
 _POOL: list[ThreadPoolExecutor] = []
@@ -445,9 +463,9 @@ def iter_libsvm(path: str | os.PathLike, n_features: int, zero_based: bool = Fal
 
     def parse(buf):
         base = lines_before[0] + 1
-        chunks = _parse_parallel(buf, not zero_based, lambda: base, source, threads)
+        chunks, shared = _parse_parallel(buf, not zero_based, lambda: base, source, threads)
         lines_before[0] += sum(chunk.lines for chunk in chunks)
-        return _finish(chunks, n_features, zero_based, source)
+        return _finish(chunks, n_features, zero_based, source, shared)
 
     with ThreadPoolExecutor(1) as reader:
         pending = None

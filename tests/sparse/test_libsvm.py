@@ -119,6 +119,26 @@ def test_parallel_chunks_and_streaming_agree_with_one_pass(tmp_path, monkeypatch
     np.testing.assert_array_equal(np.concatenate([b.values for b, _ in streamed]), whole.values)
 
 
+def test_parallel_parts_with_colons_that_are_not_features(monkeypatch):
+    """qid tokens and comments hold colons that are not features: the parts then leave
+    gaps in the shared output, and the join must still give the one-pass result."""
+    lines = []
+    for k in range(400):
+        extra = " qid:3" if k % 7 == 0 else ""
+        comment = " # note: a:b" if k % 11 == 0 else ""
+        lines.append(f"{1 if k % 2 else -1}{extra} {k % 9 + 1}:{k / 8} 12:{k}{comment}")
+    text = ("\n".join(lines) + "\n").encode()
+    whole, labels = parse_libsvm(text, n_features=20, threads=1)
+    monkeypatch.setattr(libsvm, "PARALLEL_MIN_BYTES", 1)
+    for threads in (2, 5):
+        parsed, parsed_labels = parse_libsvm(text, n_features=20, threads=threads)
+        assert parsed.values.tobytes() == whole.values.tobytes()
+        np.testing.assert_array_equal(parsed.indices, whole.indices)
+        np.testing.assert_array_equal(parsed.indptr, whole.indptr)
+        np.testing.assert_array_equal(parsed_labels, labels)
+    assert whole.nnz == 800
+
+
 def test_line_numbers_are_global_across_chunks(tmp_path, monkeypatch):
     lines = [b"1 1:1 2:2"] * 500 + [b"1 3:oops"] + [b"-1 1:1"] * 100
     path = tmp_path / "bad.svm"
