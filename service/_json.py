@@ -27,6 +27,8 @@ _POW5 = np.array([5 ** k for k in range(28)], dtype=np.uint64)
 _RECIP_SHIFT = np.array([63 + (5 ** k).bit_length() for k in range(28)], dtype=np.int64)
 _RECIP = np.array([0] + [(1 << int(_RECIP_SHIFT[k])) // 5 ** k for k in range(1, 28)],
                   dtype=np.uint64)  # floor(2^shift / 5^k) in [2^63, 2^64); k = 0 unused
+_POW2_MIN = -160  # 2^e for the exponents _divide_fast can produce (-142 .. 8)
+_POW2 = np.array([2.0**e for e in range(_POW2_MIN, 17)])
 _TWO54 = np.uint64(1 << 54)
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
@@ -102,7 +104,7 @@ def _divide_fast(mantissa, k, reciprocal, shift, divisor):
         kept += _ONE  # the dropped bits exceed one half: round up
     else:
         return _divide(mantissa, k, divisor)
-    return math.ldexp(float(kept), 64 + drop - shift - z - k)
+    return float(kept) * _POW2[64 + drop - shift - z - k - _POW2_MIN]  # exact: a power of 2
 
 
 @njit(cache=True, inline="always")
@@ -134,38 +136,47 @@ def _after_item(buf, pos, end, closer):
 def _number(buf, pos, end, pow10, pow5):
     """A JSON number at ``pos`` -> (value, next position, is_integer, ok)."""
     start = pos
-    negative = False
-    if pos < end and buf[pos] == 45:
-        negative = True
-        pos += 1
+    if pos >= end:
+        return 0.0, pos, False, False
+    negative = buf[pos] == 45
+    pos += np.int64(negative)  # no branch: signs are unpredictable
     if pos >= end or not (48 <= buf[pos] <= 57):
         return 0.0, pos, False, False
     mantissa = _ZERO
-    digits = 0
+    first = pos  # the first digit; leading zeros are counted out below, rarely
     if buf[pos] == 48:  # a leading zero stands alone
         pos += 1
         if pos < end and 48 <= buf[pos] <= 57:
             return 0.0, pos, False, False
     else:
-        while pos < end and 48 <= buf[pos] <= 57:
-            if digits < 20:
-                mantissa = mantissa * _TEN + np.uint64(buf[pos] - 48)
-            digits += 1
+        while pos < end:
+            digit = np.uint64(buf[pos]) - np.uint64(48)
+            if digit > 9:
+                break
+            mantissa = mantissa * _TEN + digit
             pos += 1
+    digits = pos - first
     exponent = 0
     integer = True
     if pos < end and buf[pos] == 46:  # '.'
         integer = False
         pos += 1
-        if pos >= end or not (48 <= buf[pos] <= 57):
-            return 0.0, pos, False, False
-        while pos < end and 48 <= buf[pos] <= 57:
-            if digits > 0 or buf[pos] != 48:
-                if digits < 20:
-                    mantissa = mantissa * _TEN + np.uint64(buf[pos] - 48)
-                digits += 1
-            exponent -= 1
+        fraction = pos
+        while pos < end:
+            digit = np.uint64(buf[pos]) - np.uint64(48)
+            if digit > 9:
+                break
+            mantissa = mantissa * _TEN + digit
             pos += 1
+        if pos == fraction:
+            return 0.0, pos, False, False
+        exponent = fraction - pos
+        digits += pos - fraction
+    if digits > 19:  # leading zeros are not significant digits (nor do they overflow)
+        for k in range(first, pos):
+            if buf[k] != 48 and buf[k] != 46:
+                break
+            digits -= buf[k] == 48
     if pos < end and (buf[pos] == 101 or buf[pos] == 69):  # 'e' 'E'
         integer = False
         pos += 1
@@ -203,6 +214,27 @@ def _number(buf, pos, end, pow10, pow5):
 
 
 @njit(cache=True, inline="always")
+def _integer(buf, pos, end):
+    """A non-negative JSON integer below 2^31 at ``pos`` -> (value, next position, ok).
+    Not ok for anything else (a sign, fraction or exponent, a leading zero, too many
+    digits): the caller gives up, and orjson and the validation judge such a body."""
+    start = pos
+    value = np.int64(0)
+    while pos < end:
+        digit = np.uint64(buf[pos]) - np.uint64(48)
+        if digit > 9:
+            break
+        value = value * 10 + np.int64(digit)
+        pos += 1
+    digits = pos - start
+    if digits == 0 or digits > 10 or (digits > 1 and buf[start] == 48):
+        return 0, pos, False
+    if pos < end and (buf[pos] == 46 or buf[pos] == 101 or buf[pos] == 69):
+        return 0, pos, False
+    return value, pos, value <= 2147483647
+
+
+@njit(cache=True, inline="always")
 def _key(buf, pos, end, key):
     """``pos`` at a '"': (next position after the closing quote, matched)."""
     n = len(key)
@@ -217,29 +249,63 @@ def _key(buf, pos, end, key):
 
 
 @njit(cache=True)
-def _grow_int(a, need):
-    if need <= len(a):
-        return a
-    out = np.empty(max(need, 2 * len(a)), dtype=a.dtype)
-    out[:len(a)] = a
-    return out
+def _index_array(buf, pos, end, out, slot):
+    """The integers of a JSON array after its '[' into ``out[slot:]`` -> (ok, position
+    after the ']', count). A loop of its own (no reference counting per element) with a
+    fast path for a ',' right after a number."""
+    count = 0
+    pos = _skip_ws(buf, pos, end)
+    if pos < end and buf[pos] == 93:
+        return True, pos + 1, 0
+    room = len(out) - slot
+    while count < room:
+        index, pos, ok = _integer(buf, pos, end)
+        if not ok:
+            return False, pos, count
+        out[slot + count] = index
+        count += 1
+        if pos + 1 < end and buf[pos] == 44 and 48 <= buf[pos + 1] <= 57:  # ',' digit
+            pos += 1
+            continue
+        step, pos = _after_item(buf, pos, end, 93)
+        if step != MORE:
+            return step == CLOSED, pos, count
+    return False, pos, count
 
 
 @njit(cache=True)
-def _grow_float(a, need):
-    if need <= len(a):
-        return a
-    out = np.empty(max(need, 2 * len(a)), dtype=a.dtype)
-    out[:len(a)] = a
-    return out
+def _value_array(buf, pos, end, out, slot, pow10, pow5):
+    """The numbers of a JSON array after its '[' into ``out[slot:]`` -> (ok, position
+    after the ']', count)."""
+    count = 0
+    pos = _skip_ws(buf, pos, end)
+    if pos < end and buf[pos] == 93:
+        return True, pos + 1, 0
+    room = len(out) - slot
+    while count < room:
+        value, pos, _, ok = _number(buf, pos, end, pow10, pow5)
+        if not ok:
+            return False, pos, count
+        out[slot + count] = value
+        count += 1
+        if pos + 1 < end and buf[pos] == 44 and 45 <= buf[pos + 1] <= 57:  # ',' '-' digit
+            pos += 1
+            continue
+        step, pos = _after_item(buf, pos, end, 93)
+        if step != MORE:
+            return step == CLOSED, pos, count
+    return False, pos, count
 
 
 @njit(cache=True, nogil=True)
-def _scan(buf, capacity, pow10, pow5, k_examples, k_indices, k_values, k_label):
-    """-> (status, n, lengths, labels, indices, values, nnz); status 0 when handled."""
+def _scan(buf, capacity, max_examples, pow10, pow5, k_examples, k_indices, k_values,
+          k_label):
+    """-> (status, n, lengths, labels, indices, values, nnz); status 0 when handled.
+    ``capacity`` bounds the array elements, ``max_examples`` the objects (the arrays are
+    never grown: a reassigned array costs reference counting in every turn of the loop)."""
     end = len(buf)
-    lengths = np.empty(16, dtype=np.int64)
-    labels = np.empty(16, dtype=np.int8)
+    lengths = np.empty(max_examples, dtype=np.int64)
+    labels = np.empty(max_examples, dtype=np.int8)
     indices = np.empty(capacity, dtype=np.int32)
     values = np.empty(capacity, dtype=np.float64)
     nnz = 0
@@ -303,33 +369,13 @@ def _scan(buf, capacity, pow10, pow5, k_examples, k_indices, k_values, k_label):
                     return GIVE_UP, n, lengths, labels, indices, values, nnz
                 if pos >= end or buf[pos] != 91:
                     return GIVE_UP, n, lengths, labels, indices, values, nnz
-                pos = _skip_ws(buf, pos + 1, end)
-                count = 0
-                if pos < end and buf[pos] == 93:
-                    pos += 1
+                if which == 1:
+                    ok, pos, count = _index_array(buf, pos + 1, end, indices, row_start)
                 else:
-                    while True:
-                        value, pos, integer, ok = _number(buf, pos, end, pow10, pow5)
-                        if not ok:
-                            return GIVE_UP, n, lengths, labels, indices, values, nnz
-                        slot = row_start + count
-                        if which == 1:
-                            if not integer or not (-2147483648.0 <= value <= 2147483647.0):
-                                return GIVE_UP, n, lengths, labels, indices, values, nnz
-                            if slot >= len(indices):
-                                indices = _grow_int(indices, slot + 1)
-                            indices[slot] = np.int32(value)
-                        else:
-                            if slot >= len(values):
-                                values = _grow_float(values, slot + 1)
-                            values[slot] = value
-                        count += 1
-                        step, pos = _after_item(buf, pos, end, 93)
-                        if step == MORE:
-                            continue
-                        if step == CLOSED:
-                            break
-                        return GIVE_UP, n, lengths, labels, indices, values, nnz
+                    ok, pos, count = _value_array(buf, pos + 1, end, values, row_start,
+                                                  pow10, pow5)
+                if not ok:
+                    return GIVE_UP, n, lengths, labels, indices, values, nnz
                 if which == 1:
                     seen_indices = True
                     n_indices = count
@@ -345,8 +391,8 @@ def _scan(buf, capacity, pow10, pow5, k_examples, k_indices, k_values, k_label):
         if not (seen_indices and seen_values and seen_label) or n_indices != n_values:
             return GIVE_UP, n, lengths, labels, indices, values, nnz
         nnz = row_start + n_indices
-        lengths = _grow_int(lengths, n + 1)
-        labels = _grow_int(labels, n + 1)
+        if n >= len(lengths):  # cannot happen: one '{' per example
+            return GIVE_UP, n, lengths, labels, indices, values, nnz
         lengths[n] = n_indices
         labels[n] = label
         n += 1
@@ -372,7 +418,8 @@ def scan_examples(body: bytes):
     buf = np.frombuffer(body, dtype=np.uint8)
     capacity = body.count(b",") + 16
     status, n, lengths, labels, indices, values, nnz = _scan(
-        buf, capacity, _POW10, _POW5, _KEY_EXAMPLES, _KEY_INDICES, _KEY_VALUES, _KEY_LABEL)
+        buf, capacity, body.count(b"{") + 1, _POW10, _POW5, _KEY_EXAMPLES, _KEY_INDICES,
+        _KEY_VALUES, _KEY_LABEL)
     if status != 0 or n == 0:
         return None
     indptr = np.zeros(n + 1, dtype=np.int64)
