@@ -150,6 +150,7 @@ def _parse(buf, max_rows, indices, values, one_based, pow10):
     code = _OK
     column = 0
     min_index = np.int64(MAX_FEATURES)
+    increasing = True  # every row's indices strictly increase (no sort, no duplicates)
     while pos < n:
         line += 1
         line_start = pos
@@ -172,6 +173,7 @@ def _parse(buf, max_rows, indices, values, one_based, pow10):
             n_hard += 1
         labels[rows] = value
         pos = nxt
+        previous = np.int64(-1)
         while True:
             while pos < n and _is_space(buf[pos]):
                 pos += 1
@@ -225,6 +227,8 @@ def _parse(buf, max_rows, indices, values, one_based, pow10):
             indices[nnz] = index
             values[nnz] = value
             min_index = min(min_index, index)
+            increasing &= index > previous
+            previous = index
             nnz += 1
         if code != _OK:
             break
@@ -232,7 +236,7 @@ def _parse(buf, max_rows, indices, values, one_based, pow10):
         indptr[rows] = nnz
         pos += 1     # past the newline
     return (labels, indptr, rows, nnz, code, line, column, hard_slots, hard_spans, n_hard,
-            min_index)
+            min_index, increasing)
 
 
 @njit(cache=True, nogil=True)
@@ -278,7 +282,7 @@ def _parse_chunk(buf: np.ndarray, one_based: bool, line_base: Callable[[], int],
         out = np.empty(int(colons), dtype=np.int32), np.empty(int(colons), dtype=np.float64)
     indices, values = out
     (labels, indptr, rows, nnz, code, line, column, hard_slots, hard_spans, n_hard,
-     min_index) = _parse(buf, int(newlines) + 1, indices, values, one_based, _POW10)
+     min_index, increasing) = _parse(buf, int(newlines) + 1, indices, values, one_based, _POW10)
     if code != _OK:
         raise LibsvmFormatError(line + line_base() - 1, column, _MESSAGES[code], source)
     labels, indptr = labels[:rows], indptr[:rows + 1]
@@ -290,14 +294,17 @@ def _parse_chunk(buf: np.ndarray, one_based: bool, line_base: Callable[[], int],
         values[slots[slots >= 0]] = parsed[slots >= 0]
         labels[-1 - slots[slots < 0]] = parsed[slots < 0]
     chunk = _Chunk(buf, line_base, int(line), labels, indptr, indices, values, int(min_index))
-    duplicate_row = _sort_rows(indptr, indices, values)
-    if duplicate_row >= 0:
-        _fail(chunk, duplicate_row, _MESSAGES[_DUPLICATE], source)
-    if not np.all(np.isfinite(values)):
-        _fail(chunk, _row_of_entry(indptr, int(np.argmin(np.isfinite(values)))),
-              _MESSAGES[_NON_FINITE], source)
-    if not np.all(np.isfinite(labels)):
-        _fail(chunk, int(np.argmin(np.isfinite(labels))), "the label is not finite", source)
+    if not increasing:
+        duplicate_row = _sort_rows(indptr, indices, values)
+        if duplicate_row >= 0:
+            _fail(chunk, duplicate_row, _MESSAGES[_DUPLICATE], source)
+    if n_hard:  # only numbers outside the fast path can be infinite
+        if not np.all(np.isfinite(values)):
+            _fail(chunk, _row_of_entry(indptr, int(np.argmin(np.isfinite(values)))),
+                  _MESSAGES[_NON_FINITE], source)
+        if not np.all(np.isfinite(labels)):
+            _fail(chunk, int(np.argmin(np.isfinite(labels))), "the label is not finite",
+                  source)
     return chunk
 
 

@@ -79,6 +79,8 @@ def test_zero_based_auto_detection():
     (b"1 1:2 99999999999:1\n", 1, 7, "larger than"),
     (b"1 1:nan\n", 1, 5, "not a number"),
     (b"1 1:1e999\n", 1, 1, "not finite"),
+    (b"1 1:1\n-1e999 2:1\n", 2, 1, "label is not finite"),
+    (b"1 3:1 2:1 3:2\n", 1, 1, "appears twice"),
     (b"1 1:2x\n", 1, 5, "not a number"),
 ])
 def test_malformed_lines_name_line_and_column(text, line, column, message):
