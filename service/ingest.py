@@ -300,7 +300,7 @@ def parse_libsvm_body(body: bytes, n_features: int, *, zero_based: bool = False,
 def _line_of_row(body: bytes, row: int) -> int:
     """1-based line of the ``row``-th example (blank and comment lines skipped)."""
     seen = -1
-    lines = body.split(b"\n")
+    lines = bytes(body).split(b"\n")
     for number, raw in enumerate(lines, start=1):
         if raw.split(b"#", 1)[0].strip():
             seen += 1
@@ -313,7 +313,8 @@ def _line_of_row(body: bytes, row: int) -> int:
 
 def parse_entry(fields: dict, n_features: int, hasher: Hasher | None, *,
                 zero_based: bool = False) -> ExampleBatch:
-    """A log / stream entry (fields ``data`` and optional ``fmt``) -> batch."""
+    """A log / stream entry (fields ``data`` and optional ``fmt``) -> batch. ``data`` may be
+    any buffer (the Redis reader gives big values as uint8 arrays)."""
     data = fields.get(b"data", fields.get("data"))
     if data is None:
         raise item_error("entry has no 'data' field", field="data")
@@ -324,7 +325,7 @@ def parse_entry(fields: dict, n_features: int, hasher: Hasher | None, *,
     if fmt == "bin":
         return decode_bin(data, n_features)
     if fmt == "json":
-        return parse_json_body(data, n_features, hasher)
+        return parse_json_body(bytes(data), n_features, hasher)
     if fmt == "libsvm":
         return parse_libsvm_body(data, n_features, zero_based=zero_based)
     raise item_error(f"unknown format {fmt!r} (expected bin, json or libsvm)", field="fmt")

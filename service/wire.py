@@ -142,11 +142,14 @@ def decode_batch(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
             labels.astype(np.int8))
 
 
-def infer_format(data: bytes) -> str:
-    """The format of an entry without an explicit ``fmt`` field."""
-    if data[:4] == MAGIC:
+def infer_format(data) -> str:
+    """The format of an entry without an explicit ``fmt`` field (``data``: any buffer)."""
+    view = memoryview(data).cast("B")
+    if bytes(view[:4]) == MAGIC:
         return "bin"
-    head = data.lstrip()[:1]
-    if head in (b"{", b"["):
+    start = 0
+    while start < len(view) and view[start] in b" \t\r\n":
+        start += 1
+    if bytes(view[start:start + 1]) in (b"{", b"["):
         return "json"
     return "libsvm"
