@@ -11,9 +11,11 @@ sustained throughput from the first append to the moment the last example is app
 * ``rest-binary``    POST application/octet-stream FBX1 (1,000 per request; no target)
 
 each as a fraction of the bare ``partial_fit`` throughput of the same learner in this
-process, and the single-example ``/predict`` latency (p50, p99) at a fixed request rate,
-idle and while ``stream-binary`` ingestion runs at full rate. Client-side encoding is done
-before the clock starts. Prints a table and writes JSON::
+process. ``--repeat K`` sends each path's payloads K times over (the same examples again,
+appended again), so that a run measures seconds of sustained ingestion rather than the
+start-up of half a second; and the single-example ``/predict`` latency (p50, p99) at a
+fixed request rate, idle and while ``stream-binary`` ingestion runs at full rate.
+Client-side encoding is done before the clock starts. Prints a table and writes JSON::
 
     python load_tests/service_load.py --examples 20000 --out load_tests/results.json
 """
@@ -226,6 +228,8 @@ def main(argv=None) -> int:
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--redis-url", default=os.environ.get(
         "FEATUREBUDGET_LOAD_REDIS_URL", "redis://127.0.0.1:6379/14"))
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="send each path's payloads this many times over")
     parser.add_argument("--predict-rate", type=float, default=100.0)
     parser.add_argument("--predict-seconds", type=float, default=5.0)
     parser.add_argument("--out", default=str(ROOT / "load_tests" / "results.json"))
@@ -260,7 +264,9 @@ def main(argv=None) -> int:
                                      X.values[X.indptr[k]:X.indptr[min(k + 1000, n)]],
                                      y[k:k + 1000]) for k in range(0, n, 1000)]
 
-    results = {"examples": n, "nnz_per_example": X.nnz / n, "algorithm": args.algorithm,
+    repeat = max(1, args.repeat)
+    results = {"examples": n, "repeat": repeat, "nnz_per_example": X.nnz / n,
+               "algorithm": args.algorithm,
                "budget": args.budget, "bare_partial_fit_per_s": bare, "paths": {},
                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
     ceiling = len(binary) * 100 / redis_ceiling(args.redis_url, binary)
@@ -272,12 +278,15 @@ def main(argv=None) -> int:
     try:
         with httpx.Client(base_url=server.url, timeout=120) as client:
             runs = {
-                "stream-binary": lambda name: run_stream(client, args.redis_url, name, binary),
+                "stream-binary": lambda name: run_stream(client, args.redis_url, name,
+                                                         binary * repeat),
                 "stream-libsvm": lambda name: run_stream(client, args.redis_url, name,
-                                                         stream_text),
-                "rest-libsvm": lambda name: run_rest(client, name, rest_text, "text/plain"),
-                "rest-json": lambda name: run_rest(client, name, rest_json, "application/json"),
-                "rest-binary": lambda name: run_rest(client, name, rest_binary,
+                                                         stream_text * repeat),
+                "rest-libsvm": lambda name: run_rest(client, name, rest_text * repeat,
+                                                     "text/plain"),
+                "rest-json": lambda name: run_rest(client, name, rest_json * repeat,
+                                                   "application/json"),
+                "rest-binary": lambda name: run_rest(client, name, rest_binary * repeat,
                                                      "application/octet-stream"),
             }
             for path, run in runs.items():
@@ -285,7 +294,7 @@ def main(argv=None) -> int:
                 create(client, name, args)
                 print(f"{path} ...", file=sys.stderr)
                 seconds = run(name)
-                rate = n / seconds
+                rate = n * repeat / seconds
                 results["paths"][path] = {"seconds": seconds, "examples_per_s": rate,
                                           "fraction_of_bare": rate / bare,
                                           "target": TARGETS[path],
@@ -322,7 +331,8 @@ def main(argv=None) -> int:
         server.stop()
         redis.Redis.from_url(args.redis_url).flushdb()
 
-    print(f"\nX1 sample: {n} examples x {X.nnz / n:.0f} non-zeros, d = {X.n_features}, "
+    print(f"\nX1 sample: {n} examples x {X.nnz / n:.0f} non-zeros (each path sends them "
+          f"{repeat}x), d = {X.n_features}, "
           f"{args.algorithm} B = {args.budget}; bare partial_fit {bare:,.0f} examples/s; "
           f"Redis alone (XADD + XREADGROUP + XACK, binary entries of 100) "
           f"{ceiling:,.0f} examples/s ({ceiling_raw:,.0f} with the service's reply reader)\n")
