@@ -249,44 +249,24 @@ def _key(buf, pos, end, key):
 
 
 @njit(cache=True)
-def _index_array(buf, pos, end, out, slot):
-    """The integers of a JSON array after its '[' into ``out[slot:]`` -> (ok, position
-    after the ']', count). A loop of its own, with a fast path for a ',' right after a
-    number."""
+def _array(buf, pos, end, indices, values, slot, integers, pow10, pow5):
+    """The elements of a JSON array after its '[' -> (ok, position after the ']', count):
+    into ``indices[slot:]`` as integers when ``integers``, else into ``values[slot:]`` as
+    numbers. A loop of its own, with a fast path for a ',' right after an element."""
     count = 0
     pos = _skip_ws(buf, pos, end)
     if pos < end and buf[pos] == 93:
         return True, pos + 1, 0
-    room = len(out) - slot
+    room = len(indices) - slot
     while count < room:
-        index, pos, ok = _integer(buf, pos, end)
+        if integers:
+            index, pos, ok = _integer(buf, pos, end)
+            indices[slot + count] = index
+        else:
+            value, pos, _, ok = _number(buf, pos, end, pow10, pow5)
+            values[slot + count] = value
         if not ok:
             return False, pos, count
-        out[slot + count] = index
-        count += 1
-        if pos + 1 < end and buf[pos] == 44 and 48 <= buf[pos + 1] <= 57:  # ',' digit
-            pos += 1
-            continue
-        step, pos = _after_item(buf, pos, end, 93)
-        if step != MORE:
-            return step == CLOSED, pos, count
-    return False, pos, count
-
-
-@njit(cache=True)
-def _value_array(buf, pos, end, out, slot, pow10, pow5):
-    """The numbers of a JSON array after its '[' into ``out[slot:]`` -> (ok, position
-    after the ']', count)."""
-    count = 0
-    pos = _skip_ws(buf, pos, end)
-    if pos < end and buf[pos] == 93:
-        return True, pos + 1, 0
-    room = len(out) - slot
-    while count < room:
-        value, pos, _, ok = _number(buf, pos, end, pow10, pow5)
-        if not ok:
-            return False, pos, count
-        out[slot + count] = value
         count += 1
         if pos + 1 < end and buf[pos] == 44 and 45 <= buf[pos + 1] <= 57:  # ',' '-' digit
             pos += 1
@@ -369,11 +349,8 @@ def _scan(buf, capacity, max_examples, pow10, pow5, k_examples, k_indices, k_val
                     return GIVE_UP, n, lengths, labels, indices, values, nnz
                 if pos >= end or buf[pos] != 91:
                     return GIVE_UP, n, lengths, labels, indices, values, nnz
-                if which == 1:
-                    ok, pos, count = _index_array(buf, pos + 1, end, indices, row_start)
-                else:
-                    ok, pos, count = _value_array(buf, pos + 1, end, values, row_start,
-                                                  pow10, pow5)
+                ok, pos, count = _array(buf, pos + 1, end, indices, values, row_start,
+                                        which == 1, pow10, pow5)
                 if not ok:
                     return GIVE_UP, n, lengths, labels, indices, values, nnz
                 if which == 1:
