@@ -49,7 +49,7 @@ def warm_kernels() -> None:
         learner.progressive_fit(X, np.array([1.0]))
         learner.progressive_fit(X, np.array([1], dtype=np.int8))  # labels as ingested
         learner.decision_function(X)
-    # the ingestion parsers, for read-only (bytes: REST) and writable (bytearray: stream
+    # the ingestion parsers, for read-only (bytes: REST) and writable (uint8 arrays: stream
     # entries received in place) buffers alike
     from service.ingest import parse_entry
 
@@ -59,7 +59,7 @@ def warm_kernels() -> None:
                (b"json", b'{"examples": [{"indices": [0, 1], "values": [0.1234567890123456789'
                          b', 1e-30], "label": 1}]}')]
     for fmt, data in samples:
-        for buffer in (bytes(data), bytearray(data)):
+        for buffer in (bytes(data), np.frombuffer(data, dtype=np.uint8).copy()):
             with contextlib.suppress(Exception):
                 parse_entry({b"fmt": fmt, b"data": buffer}, 4, None)
 
