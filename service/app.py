@@ -53,11 +53,12 @@ def warm_kernels() -> None:
     # entries received in place) buffers alike
     from service.ingest import parse_entry
 
-    fbx1 = wire.encode_batch(X.indptr, X.indices, X.values, np.array([1], dtype=np.int8),
-                             value_bytes=4)
-    samples = [(b"bin", fbx1), (b"libsvm", b"1 1:1 2:-1\n"),
-               (b"json", b'{"examples": [{"indices": [0, 1], "values": [0.1234567890123456789'
-                         b', 1e-30], "label": 1}]}')]
+    samples = [(b"bin", wire.encode_batch(X.indptr, X.indices, X.values,
+                                          np.array([1], dtype=np.int8), value_bytes=width))
+               for width in (4, 8)]  # float32 and float64 values
+    samples += [(b"libsvm", b"1 1:1 2:-1\n"),
+                (b"json", b'{"examples": [{"indices": [0, 1], "values": [0.1234567890123456789'
+                          b', 1e-30], "label": 1}]}')]
     for fmt, data in samples:
         for buffer in (bytes(data), np.frombuffer(data, dtype=np.uint8).copy()):
             with contextlib.suppress(Exception):
