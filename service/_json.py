@@ -281,8 +281,8 @@ def _array(buf, pos, end, indices, values, slot, integers, pow10, pow5):
 def _scan(buf, capacity, max_examples, pow10, pow5, k_examples, k_indices, k_values,
           k_label):
     """-> (status, n, lengths, labels, indices, values, nnz); status 0 when handled.
-    ``capacity`` bounds the array elements, ``max_examples`` the objects: the arrays are
-    sized once (growing them inside the loop measured 15% slower)."""
+    ``capacity`` bounds the array elements, ``max_examples`` the examples (one "label" key
+    each): the arrays are sized once (growing them inside the loop measured 15% slower)."""
     end = len(buf)
     lengths = np.empty(max_examples, dtype=np.int64)
     labels = np.empty(max_examples, dtype=np.int8)
@@ -368,7 +368,7 @@ def _scan(buf, capacity, max_examples, pow10, pow5, k_examples, k_indices, k_val
         if not (seen_indices and seen_values and seen_label) or n_indices != n_values:
             return GIVE_UP, n, lengths, labels, indices, values, nnz
         nnz = row_start + n_indices
-        if n >= len(lengths):  # cannot happen: one '{' per example
+        if n >= len(lengths):  # cannot happen: one "label" key per example
             return GIVE_UP, n, lengths, labels, indices, values, nnz
         lengths[n] = n_indices
         labels[n] = label
@@ -395,8 +395,8 @@ def scan_examples(body: bytes):
     buf = np.frombuffer(body, dtype=np.uint8)
     capacity = body.count(b",") + 16
     status, n, lengths, labels, indices, values, nnz = _scan(
-        buf, capacity, body.count(b"{") + 1, _POW10, _POW5, _KEY_EXAMPLES, _KEY_INDICES,
-        _KEY_VALUES, _KEY_LABEL)
+        buf, capacity, body.count(b'"label"') + 1, _POW10, _POW5, _KEY_EXAMPLES,
+        _KEY_INDICES, _KEY_VALUES, _KEY_LABEL)
     if status != 0 or n == 0:
         return None
     indptr = np.zeros(n + 1, dtype=np.int64)
