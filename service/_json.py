@@ -22,6 +22,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from service._swar import all_digits, eight_digits, load_u64
+
 GIVE_UP = 1  # status of a body the scanner does not handle (parse it with orjson)
 
 _POW10 = np.array([10.0 ** k for k in range(23)])
@@ -64,31 +66,6 @@ def _mul_128(typingctx, a, b):
         low = builder.trunc(product, ir.IntType(64))
         return context.make_tuple(builder, signature.return_type, [high, low])
     return types.UniTuple(types.uint64, 2)(types.uint64, types.uint64), codegen
-
-
-_ZEROS_3 = np.uint64(0x3030303030303030)
-_HIGH_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
-_SIX = np.uint64(0x0606060606060606)
-
-
-@intrinsic
-def _load_u64(typingctx, buf, pos):
-    """``buf[pos:pos + 8]`` as one little-endian uint64 (a single unaligned load; the
-    caller checks the bounds)."""
-    def codegen(context, builder, signature, args):
-        array = context.make_array(signature.args[0])(context, builder, args[0])
-        address = builder.gep(array.data, [args[1]])
-        return builder.load(builder.bitcast(address, ir.IntType(64).as_pointer()), align=1)
-    return types.uint64(buf, pos), codegen
-
-
-@njit(cache=True, inline="always")
-def _eight_digits(x):
-    """The value of eight decimal digits given as bytes 0..9, the first in the lowest byte:
-    pairs, then quads, then the eight combined by three multiplications (SWAR)."""
-    x = (x * np.uint64(10) + (x >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
-    x = (x * np.uint64(100) + (x >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
-    return (x * np.uint64(10000) + (x >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
 
 
 @njit(cache=True)
@@ -194,12 +171,10 @@ def _number(buf, pos, end, pow10, pow5):
         pos += 1
         fraction = pos
         while pos + 8 <= end:  # eight digits at a time while they are all digits
-            word = _load_u64(buf, pos)
-            # a digit byte has high nibble 3 both as it is and plus 6
-            if (((word & _HIGH_NIBBLES) ^ _ZEROS_3)
-                    | (((word + _SIX) & _HIGH_NIBBLES) ^ _ZEROS_3)) != _ZERO:
+            word = load_u64(buf, pos)
+            if not all_digits(word):
                 break
-            mantissa = mantissa * np.uint64(100000000) + _eight_digits(word - _ZEROS_3)
+            mantissa = mantissa * np.uint64(100000000) + eight_digits(word)
             pos += 8
         while pos < end:
             digit = np.uint64(buf[pos]) - np.uint64(48)
