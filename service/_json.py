@@ -11,6 +11,7 @@ Numbers are correctly rounded: a mantissa of at most 19 significant digits with 
 exponent within +-22 is exact by Clinger's fast path when the mantissa is below 2^53;
 otherwise, for negative exponents down to -27, by an exact integer division ``M / 5^k``
 with round-half-even on 53 bits (``k`` = the decimal places). Other numbers give up.
+A fraction's digits are read eight at a time (``service._swar``) while eight remain.
 """
 
 from __future__ import annotations
