@@ -79,7 +79,7 @@ def json_body(X, y, start, stop) -> bytes:
 
 
 class Server:
-    def __init__(self, redis_url: str | None, data_dir: str) -> None:
+    def __init__(self, redis_url: str | None, data_dir: str, workers: int = 1) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, FEATUREBUDGET_DATA_DIR=data_dir)
@@ -88,7 +88,7 @@ class Server:
             env["FEATUREBUDGET_REDIS_URL"] = redis_url
         self.process = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
-             "--log-level", "warning"], cwd=ROOT, env=env)
+             "--log-level", "warning", "--workers", str(workers)], cwd=ROOT, env=env)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -231,6 +231,8 @@ def main(argv=None) -> int:
         "FEATUREBUDGET_LOAD_REDIS_URL", "redis://127.0.0.1:6379/14"))
     parser.add_argument("--repeat", type=int, default=3,
                         help="send each path's payloads this many times over")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="uvicorn worker processes of the server (needs Redis above 1)")
     parser.add_argument("--predict-rate", type=float, default=100.0)
     parser.add_argument("--predict-seconds", type=float, default=5.0)
     parser.add_argument("--out", default=str(ROOT / "load_tests" / "results.json"))
@@ -275,7 +277,8 @@ def main(argv=None) -> int:
                                      y[k:k + 1000]) for k in range(0, n, 1000)]
 
     repeat = max(1, args.repeat)
-    results = {"examples": n, "repeat": repeat, "nnz_per_example": X.nnz / n,
+    results = {"examples": n, "repeat": repeat, "workers": args.workers,
+               "nnz_per_example": X.nnz / n,
                "algorithm": args.algorithm, "budget": args.budget, "paths": {},
                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
     ceiling = len(binary) * 100 / redis_ceiling(args.redis_url, binary)
@@ -283,7 +286,7 @@ def main(argv=None) -> int:
     ceiling_raw = len(binary) * 100 / redis_ceiling(args.redis_url, binary, raw=True)
     results["redis_only_raw_reader_per_s"] = ceiling_raw
     data_dir = tempfile.mkdtemp(prefix="fb-load-")
-    server = Server(args.redis_url, data_dir)
+    server = Server(args.redis_url, data_dir, args.workers)
     try:
         with httpx.Client(base_url=server.url, timeout=120) as client:
             runs = {
