@@ -5,6 +5,8 @@ import io
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from algorithms.sparse import CSRBatch, as_csr_batch, libsvm
@@ -195,3 +197,42 @@ def test_values_are_parsed_like_python_float(seed):
     batch, _ = parse_libsvm(text, n_features=len(tokens))
     expected = np.array([float(t) for t in tokens])
     assert batch.values.tobytes() == expected.tobytes()
+
+
+_LINE = st.tuples(
+    st.sampled_from(["1", "-1", "+1", "0.5"]),
+    st.booleans(),                                        # a qid token
+    st.lists(st.tuples(st.integers(1, 40), st.sampled_from(["0.5", "-2", "1e-3", "3"])),
+             max_size=6, unique_by=lambda p: p[0]),
+    st.sampled_from(["", " # a:b c:d", "\r"]),            # comment with colons, CRLF
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(_LINE, st.sampled_from(["", "# only: a comment", "   "])),
+                max_size=40),
+       st.integers(2, 5))
+def test_parallel_parse_equals_one_pass_on_any_text(lines, threads):
+    """Any mix of lines (qid tokens, comments with colons, blank lines, CRLF, unsorted
+    rows) parses in parallel parts, into one shared output or joined, to the one-pass
+    result."""
+    text_lines = []
+    for line in lines:
+        if isinstance(line, str):
+            text_lines.append(line)
+            continue
+        label, qid, pairs, tail = line
+        tokens = [label] + (["qid:3"] if qid else []) + [f"{i}:{v}" for i, v in pairs]
+        text_lines.append(" ".join(tokens) + tail)
+    text = ("\n".join(text_lines) + "\n").encode()
+    whole, labels = parse_libsvm(text, n_features=41, threads=1)
+    saved = libsvm.PARALLEL_MIN_BYTES
+    libsvm.PARALLEL_MIN_BYTES = 1
+    try:
+        parsed, parsed_labels = parse_libsvm(text, n_features=41, threads=threads)
+    finally:
+        libsvm.PARALLEL_MIN_BYTES = saved
+    np.testing.assert_array_equal(parsed.indptr, whole.indptr)
+    np.testing.assert_array_equal(parsed.indices, whole.indices)
+    assert parsed.values.tobytes() == whole.values.tobytes()
+    np.testing.assert_array_equal(parsed_labels, labels)
