@@ -232,7 +232,8 @@ def _number(buf, pos, end, pow10, pow5):
 def _integer(buf, pos, end):
     """A non-negative JSON integer below 2^31 at ``pos`` -> (value, next position, ok).
     Not ok for anything else (a sign, fraction or exponent, a leading zero, too many
-    digits): the caller gives up, and orjson and the validation judge such a body."""
+    digits): the caller gives up, and orjson and the validation judge such a body. (The
+    digit loop is the libsvm parser's; one shared inline helper measured 8% slower in both.)"""
     start = pos
     value = np.int64(0)
     while pos < end:

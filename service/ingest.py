@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from algorithms.sparse import CSRBatch, concat_batches
-from algorithms.sparse.libsvm import LibsvmFormatError, parse_libsvm
+from algorithms.sparse.libsvm import LibsvmFormatError, line_of_row, parse_libsvm
 from service import wire
 from service._json import scan_examples
 from service._kernels import (
@@ -293,20 +293,8 @@ def parse_libsvm_body(body: bytes, n_features: int, *, zero_based: bool = False,
         bad = np.flatnonzero((labels != 1.0) & (labels != -1.0))
         if len(bad):
             raise item_error(f"label {labels[bad[0]].item()!r} is not -1 or +1",
-                             line=_line_of_row(body, int(bad[0])), field="label")
+                             line=line_of_row(body, int(bad[0])), field="label")
     return ExampleBatch(X, labels.astype(np.int8) if require_labels else None)
-
-
-def _line_of_row(body: bytes, row: int) -> int:
-    """1-based line of the ``row``-th example (blank and comment lines skipped)."""
-    seen = -1
-    lines = bytes(body).split(b"\n")
-    for number, raw in enumerate(lines, start=1):
-        if raw.split(b"#", 1)[0].strip():
-            seen += 1
-            if seen == row:
-                return number
-    return len(lines)
 
 
 # ---------------------------------------------------------------- stream entries

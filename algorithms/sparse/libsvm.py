@@ -6,7 +6,8 @@ default (``zero_based=False``), 0-based with ``zero_based=True``, or detected wi
 ``"auto"`` (0-based when any index is 0). Values are correctly rounded: a numba pass
 parses numbers with at most 15 significant digits and a decimal exponent within +-22
 exactly (Clinger's fast path); the rare other tokens are re-parsed by numpy. One pass over
-the bytes, O(size); rows come out with sorted indices.
+the bytes, O(size); rows come out with sorted indices. The numba kernels are in
+``algorithms.sparse._libsvm_kernels``.
 """
 
 from __future__ import annotations
@@ -19,24 +20,20 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
-from numba import njit
 
-from algorithms.sparse.csr import MAX_FEATURES, CSRBatch, join_indptrs, join_rows
+from algorithms.sparse._libsvm_kernels import (
+    _DUPLICATE,
+    _MESSAGES,
+    _NL,
+    _NON_FINITE,
+    _OK,
+    _POW10,
+    _count_bytes,
+    _parse,
+    _sort_rows,
+)
+from algorithms.sparse.csr import CSRBatch, join_indptrs, join_rows
 
-_OK, _BAD_LABEL, _BAD_INDEX, _NO_COLON, _BAD_VALUE, _INDEX_TOO_LARGE, _ZERO_INDEX, \
-    _DUPLICATE, _NON_FINITE = range(9)
-_MESSAGES = {
-    _BAD_LABEL: "the label is not a number",
-    _BAD_INDEX: "expected a non-negative integer feature index",
-    _NO_COLON: "expected 'index:value'",
-    _BAD_VALUE: "the feature value is not a number",
-    _INDEX_TOO_LARGE: f"the feature index is larger than {MAX_FEATURES}",
-    _ZERO_INDEX: "feature index 0 in a 1-based file (pass zero_based=True or 'auto')",
-    _DUPLICATE: "the same feature index appears twice",
-    _NON_FINITE: "the value is not finite",
-}
-_POW10 = np.array([10.0 ** k for k in range(23)])
-_SPACE, _TAB, _CR, _NL, _HASH, _COLON = 32, 9, 13, 10, 35, 58
 PARALLEL_MIN_BYTES = 1 << 20   # inputs at least this large are parsed by several threads
 
 
@@ -47,214 +44,6 @@ class LibsvmFormatError(ValueError):
         self.line, self.column, self.reason = line, column, message
         where = f"{source}:" if source else "line "
         super().__init__(f"{where}{line}:{column}: {message}")
-
-
-@njit(cache=True, inline="always")
-def _is_space(c):
-    return c == _SPACE or c == _TAB or c == _CR  # noqa: SIM109 (numba-friendly)
-
-
-@njit(cache=True, inline="always", error_model="numpy")
-def _parse_number(buf, pos, end, pow10):
-    """Parse a decimal float at ``pos``. Returns (value, next position, status):
-    status 0 exact, 1 invalid, 2 valid but outside the exact fast path (mantissa >= 2^53,
-    more than 18 digits, or |decimal exponent| > 22)."""
-    negative = False
-    if pos < end:  # an optional '-' or '+', without a branch (signs are unpredictable)
-        negative = buf[pos] == 45
-        pos += np.int64(negative | (buf[pos] == 43))
-    mantissa = np.int64(0)
-    start = pos
-    while pos < end:
-        digit = np.uint64(buf[pos]) - np.uint64(48)
-        if digit > 9:
-            break
-        mantissa = mantissa * 10 + np.int64(digit)
-        pos += 1
-    digits = pos - start  # counted from positions: no counter updates per digit
-    exponent = 0
-    if pos < end and buf[pos] == 46:  # '.'
-        pos += 1
-        start = pos
-        while pos < end:
-            digit = np.uint64(buf[pos]) - np.uint64(48)
-            if digit > 9:
-                break
-            mantissa = mantissa * 10 + np.int64(digit)
-            pos += 1
-        exponent = start - pos
-        digits -= exponent
-    if digits == 0:
-        return 0.0, pos, 1
-    if pos < end and (buf[pos] == 101 or buf[pos] == 69):  # 'e' 'E'
-        pos += 1
-        exp_negative = False
-        if pos < end and (buf[pos] == 45 or buf[pos] == 43):
-            exp_negative = buf[pos] == 45
-            pos += 1
-        if pos >= end or not (48 <= buf[pos] <= 57):
-            return 0.0, pos, 1
-        written = 0
-        while pos < end and 48 <= buf[pos] <= 57:
-            if written < 100000:
-                written = written * 10 + (buf[pos] - 48)
-            pos += 1
-        exponent += -written if exp_negative else written
-    if digits > 18 or mantissa > 9007199254740992:
-        return 0.0, pos, 2
-    if mantissa == 0:
-        value = 0.0
-    elif exponent > 22 or exponent < -22:
-        return 0.0, pos, 2
-    elif exponent >= 0:
-        value = mantissa * pow10[exponent]
-    else:
-        value = mantissa / pow10[-exponent]
-    return (-value if negative else value), pos, 0
-
-
-@njit(cache=True, nogil=True)
-def _count_bytes(buf):
-    """(number of newlines, number of colons): bounds for rows and non-zeros. O(size)."""
-    lines = 0
-    colons = 0
-    for c in buf:
-        lines += c == _NL
-        colons += c == _COLON
-    return lines, colons
-
-
-@njit(cache=True, inline="always")
-def _skip_to_line_end(buf, pos, n):
-    while pos < n and buf[pos] != _NL:
-        pos += 1
-    return pos
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _parse(buf, max_rows, indices, values, one_based, pow10):
-    """Parse all lines in one pass (rows unsorted) into ``indices`` / ``values`` (room for
-    every colon of ``buf``). Returns labels, indptr, counts, (error code, line, column), the
-    spans of tokens outside the exact fast path, and the smallest index."""
-    n = len(buf)
-    max_nnz = len(indices)
-    labels = np.empty(max_rows, dtype=np.float64)
-    indptr = np.zeros(max_rows + 1, dtype=np.int64)
-    hard_slots = np.empty(max_nnz + max_rows, dtype=np.int64)   # >= 0 value, < 0 label
-    hard_spans = np.empty((max_nnz + max_rows, 2), dtype=np.int64)
-    n_hard = 0
-    rows = 0
-    nnz = 0
-    line = 0
-    pos = 0
-    code = _OK
-    column = 0
-    min_index = np.int64(MAX_FEATURES)
-    increasing = True  # every row's indices strictly increase (no sort, no duplicates)
-    while pos < n:
-        line += 1
-        line_start = pos
-        while pos < n and _is_space(buf[pos]):
-            pos += 1
-        if pos >= n:
-            break
-        if buf[pos] == _NL or buf[pos] == _HASH:    # blank or comment line
-            pos = _skip_to_line_end(buf, pos, n) + 1
-            continue
-        value, nxt, status = _parse_number(buf, pos, n, pow10)
-        if status == 1 or (nxt < n and not (_is_space(buf[nxt]) or buf[nxt] == _NL
-                                            or buf[nxt] == _HASH)):
-            code, column = _BAD_LABEL, pos - line_start + 1
-            break
-        if status == 2:
-            hard_slots[n_hard] = -1 - rows
-            hard_spans[n_hard, 0] = pos
-            hard_spans[n_hard, 1] = nxt
-            n_hard += 1
-        labels[rows] = value
-        pos = nxt
-        previous = np.int64(-1)
-        while True:
-            while pos < n and _is_space(buf[pos]):
-                pos += 1
-            if pos >= n or buf[pos] == _NL:
-                break
-            if buf[pos] == _HASH:
-                pos = _skip_to_line_end(buf, pos, n)
-                break
-            token = pos
-            if n - pos > 4 and buf[pos] == 113 and buf[pos + 1] == 105 and \
-                    buf[pos + 2] == 100 and buf[pos + 3] == _COLON:   # 'qid:' is skipped
-                pos += 4
-                while pos < n and not (_is_space(buf[pos]) or buf[pos] == _NL):
-                    pos += 1
-                continue
-            index = np.int64(0)
-            while pos < n:
-                digit = np.uint64(buf[pos]) - np.uint64(48)
-                if digit > 9:
-                    break
-                if index <= MAX_FEATURES:
-                    index = index * 10 + np.int64(digit)
-                pos += 1
-            if pos == token:
-                code, column = _BAD_INDEX, token - line_start + 1
-                break
-            if pos >= n or buf[pos] != _COLON:
-                code, column = _NO_COLON, token - line_start + 1
-                break
-            if one_based:
-                if index == 0:
-                    code, column = _ZERO_INDEX, token - line_start + 1
-                    break
-                index -= 1
-            if index >= MAX_FEATURES:
-                code, column = _INDEX_TOO_LARGE, token - line_start + 1
-                break
-            pos += 1
-            value_start = pos
-            value, nxt, status = _parse_number(buf, pos, n, pow10)
-            if status == 1 or (nxt < n and not (_is_space(buf[nxt]) or buf[nxt] == _NL
-                                                or buf[nxt] == _HASH)):
-                code, column = _BAD_VALUE, value_start - line_start + 1
-                break
-            if status == 2:
-                hard_slots[n_hard] = nnz
-                hard_spans[n_hard, 0] = value_start
-                hard_spans[n_hard, 1] = nxt
-                n_hard += 1
-            pos = nxt
-            indices[nnz] = index
-            values[nnz] = value
-            min_index = min(min_index, index)
-            increasing &= index > previous
-            previous = index
-            nnz += 1
-        if code != _OK:
-            break
-        rows += 1
-        indptr[rows] = nnz
-        pos += 1     # past the newline
-    return (labels, indptr, rows, nnz, code, line, column, hard_slots, hard_spans, n_hard,
-            min_index, increasing)
-
-
-@njit(cache=True, nogil=True)
-def _sort_rows(indptr, indices, values):
-    """Sort each row by index (insertion sort: rows are usually sorted already).
-    Returns the first row holding a duplicate index, or -1. O(nnz) on sorted rows."""
-    for row in range(len(indptr) - 1):
-        lo, hi = indptr[row], indptr[row + 1]
-        for k in range(lo + 1, hi):
-            j = k
-            while j > lo and indices[j - 1] > indices[j]:
-                indices[j - 1], indices[j] = indices[j], indices[j - 1]
-                values[j - 1], values[j] = values[j], values[j - 1]
-                j -= 1
-        for k in range(lo + 1, hi):
-            if indices[k] == indices[k - 1]:
-                return row
-    return -1
 
 
 @dataclass
@@ -313,7 +102,7 @@ def _row_of_entry(indptr: np.ndarray, entry: int) -> int:
 
 
 def _fail(chunk: _Chunk, row: int, message: str, source: str):
-    raise LibsvmFormatError(_line_of_row(chunk.buf, row) + chunk.line_base() - 1, 1, message,
+    raise LibsvmFormatError(line_of_row(chunk.buf, row) + chunk.line_base() - 1, 1, message,
                             source)
 
 
@@ -412,8 +201,9 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL[0]
 
 
-def _line_of_row(buf: np.ndarray, row: int) -> int:
-    """1-based line number of the ``row``-th example (skipping blank/comment lines)."""
+def line_of_row(buf, row: int) -> int:
+    """1-based line number of the ``row``-th example of the text ``buf`` (any buffer;
+    blank and comment lines are skipped). For error messages: O(size)."""
     text = bytes(buf).split(b"\n")
     seen = -1
     for number, raw in enumerate(text, start=1):
