@@ -21,7 +21,7 @@ Layout (flat numpy arrays; ``C`` = capacity):
   the "absent" slot: value 0 (branch-free scoring), key = the lower bound.
 - ``meta`` int64 (5,): size, hash seed, hash shift, touch-log length (-1: rebuild needed),
   feature of the lower bound.
-- ``map_keys`` / ``map_slots``: the cuckoo map feature -> slot (``_hashmap``).
+- ``map_entries``: the cuckoo map feature -> slot (``_hashmap``).
 """
 
 from __future__ import annotations
@@ -53,24 +53,22 @@ __all__ = ["EMPTY", "ROW_VALUE", "_admits", "_longest_row", "_map_find", "_offer
 def allocate(capacity: int) -> dict[str, np.ndarray]:
     """Arrays of an empty top set able to hold ``capacity`` features."""
     capacity = max(int(capacity), 1)
-    map_keys, map_slots, shift = allocate_map(capacity)
+    map_entries, shift = allocate_map(capacity)
     slot_floats = np.zeros((3, capacity + 1), dtype=np.float64)
     slot_floats[ROW_KEY, capacity] = np.inf
     return {
         "slot_ints": np.full((4, capacity), EMPTY, dtype=np.int64),
         "slot_floats": slot_floats,
-        "map_keys": map_keys,
-        "map_slots": map_slots,
+        "map_entries": map_entries,
         "meta": np.array([0, 0, shift, 0, EMPTY], dtype=np.int64),
     }
 
 
 def rebuild_map(slot_ints: np.ndarray, meta: np.ndarray, table_size: int):
-    """Hash map arrays for the occupied slots (used when loading a saved state)."""
-    map_keys = np.full(table_size, EMPTY, dtype=np.int64)
-    map_slots = np.full(table_size, EMPTY, dtype=np.int64)
-    _map_rebuild(slot_ints, map_keys, map_slots, meta)
-    return map_keys, map_slots
+    """The hash map's entries for the occupied slots (used when loading a saved state)."""
+    map_entries = np.full(table_size, EMPTY, dtype=np.int64)
+    _map_rebuild(slot_ints, map_entries, meta)
+    return map_entries
 
 
 @njit(cache=True, inline="always")
@@ -187,7 +185,7 @@ def _admits(slot_ints, slot_floats, meta, feature, key):
 
 
 @njit(cache=True)
-def _offer(slot_ints, slot_floats, map_keys, map_slots, meta, feature, key, value):
+def _offer(slot_ints, slot_floats, map_entries, meta, feature, key, value):
     """Offer an absent feature. Returns (evicted feature or EMPTY, its stored value, accepted).
 
     With a free slot the feature is appended (the heap is rebuilt once full); otherwise it
@@ -205,7 +203,7 @@ def _offer(slot_ints, slot_floats, map_keys, map_slots, meta, feature, key, valu
         meta[META_SIZE] = size + 1
         meta[META_LOGGED] = REBUILD
         _lower_bound_to(slot_ints, slot_floats, meta, key, feature)
-        _map_insert(slot_ints, map_keys, map_slots, meta, feature, slot)
+        _map_insert(slot_ints, map_entries, meta, feature, slot)
         return EMPTY, 0.0, True
     if meta[META_LOGGED] != 0:
         _repair(slot_ints, slot_floats, meta)
@@ -214,11 +212,11 @@ def _offer(slot_ints, slot_floats, map_keys, map_slots, meta, feature, key, valu
     if not _below(slot_floats[ROW_KEY, root], root_feature, key, feature):
         return EMPTY, 0.0, False
     evicted_value = slot_floats[ROW_VALUE, root]
-    _map_delete(map_keys, map_slots, meta, root_feature)
+    _map_delete(map_entries, meta, root_feature)
     slot_ints[ROW_FEATURE, root] = feature
     slot_floats[ROW_KEY, root] = key
     slot_floats[ROW_VALUE, root] = value
-    _map_insert(slot_ints, map_keys, map_slots, meta, feature, root)
+    _map_insert(slot_ints, map_entries, meta, feature, root)
     _sift_down(slot_ints, slot_floats, 0, size)
     new_root = slot_ints[ROW_HEAP, 0]
     slot_floats[ROW_KEY, capacity] = slot_floats[ROW_KEY, new_root]
@@ -236,13 +234,13 @@ def _longest_row(indptr):
 
 
 @njit(cache=True, nogil=True)
-def _score_rows(indptr, indices, values, map_keys, map_slots, meta, slot_floats, scale, out):
+def _score_rows(indptr, indices, values, map_entries, meta, slot_floats, scale, out):
     """out[i] = scale * sum_k value_k * w[index_k] over row i, w stored in the slots."""
     absent = slot_floats.shape[1] - 1
     for row in range(len(indptr) - 1):
         total = 0.0
         for k in range(indptr[row], indptr[row + 1]):
-            slot = _map_find(map_keys, map_slots, meta, np.int64(indices[k]), absent)
+            slot = _map_find(map_entries, meta, np.int64(indices[k]), absent)
             total += slot_floats[ROW_VALUE, slot] * values[k]
         out[row] = scale * total
 

@@ -23,7 +23,7 @@ def _margin_and_variance(indices, values, lo, hi, coefficients):
     score = 0.0
     variance = 0.0
     for k in range(lo, hi):
-        feature = indices[k]
+        feature = np.uint32(indices[k])   # unsigned: no negative-index wraparound
         x = values[k]
         score += coefficients[feature, MEAN] * x
         variance += abs(coefficients[feature, SIGMA]) * x * x
@@ -46,7 +46,7 @@ def _arow_fit(indptr, indices, values, labels, r, coefficients, scores):
         beta = 1.0 / (variance + r)
         alpha = loss * beta
         for k in range(lo, hi):
-            feature = indices[k]
+            feature = np.uint32(indices[k])
             x = values[k]
             old_sigma = coefficients[feature, SIGMA]
             coefficients[feature, MEAN] += alpha * label * old_sigma * x

@@ -16,7 +16,7 @@ import numpy as np
 
 from algorithms.sparse import CSRBatch, as_csr_batch
 
-_TOP_SET_BYTES_PER_SLOT = 4 * 8 + 3 * 8 + 8 * 2 * 8   # slot arrays + cuckoo map (load 1/4)
+_TOP_SET_BYTES_PER_SLOT = 4 * 8 + 3 * 8 + 8 * 8   # slot arrays + cuckoo map (load 1/8 to 1/4)
 
 
 class OnlineLearner:

@@ -64,7 +64,7 @@ def _exact_squared_norm(slot_floats, meta):
 
 @njit(cache=True, nogil=True)
 def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
-              map_keys, map_slots, meta, norm_state, scores):
+              map_entries, meta, norm_state, scores):
     longest = _longest_row(indptr)
     slots = np.empty(longest, dtype=np.int64)
     new_features = np.empty(longest, dtype=np.int64)
@@ -79,7 +79,7 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
         scale = norm_state[SCALE]
         total = 0.0
         for k in range(lo, hi):
-            slot = _map_find(map_keys, map_slots, meta, np.int64(indices[k]), absent)
+            slot = _map_find(map_entries, meta, np.int64(indices[k]), absent)
             slots[k - lo] = slot
             total += slot_floats[ROW_VALUE, slot] * values[k]
         score = scale * total
@@ -114,7 +114,7 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
                     squared -= new_values[q] * new_values[q]
                     continue
                 evicted, evicted_value, accepted = _offer(
-                    slot_ints, slot_floats, map_keys, map_slots, meta, new_features[q],
+                    slot_ints, slot_floats, map_entries, meta, new_features[q],
                     abs(new_values[q]), new_values[q])
                 if not accepted:
                     squared -= new_values[q] * new_values[q]

@@ -1,7 +1,9 @@
 """OGD: online gradient descent on the hinge loss, no feature selection (seed 002 baseline).
 
 If y w.x < 1:  w <- w + eta_t y x,  eta_t = eta / t^power_t  (t = examples seen, from 1).
-Dense weights: O(m) per example, O(d) memory.
+Dense weights: O(m) per example, O(d) memory. The kernels index with ``np.uint32`` of the
+(validated, non-negative) int32 indices: numba then skips its negative-index wraparound,
+which made these gathers ~20% slower.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ def _dense_scores(indptr, indices, values, weights, scores):
     for row in range(len(indptr) - 1):
         total = 0.0
         for k in range(indptr[row], indptr[row + 1]):
-            total += weights[indices[k]] * values[k]
+            total += weights[np.uint32(indices[k])] * values[k]
         scores[row] = total
 
 
@@ -29,7 +31,7 @@ def _ogd_fit(indptr, indices, values, labels, eta, power_t, seen, weights, score
         lo, hi = indptr[row], indptr[row + 1]
         score = 0.0
         for k in range(lo, hi):
-            score += weights[indices[k]] * values[k]
+            score += weights[np.uint32(indices[k])] * values[k]
         scores[row] = score
         label = labels[row]
         if label * score >= 1.0:
@@ -37,7 +39,7 @@ def _ogd_fit(indptr, indices, values, labels, eta, power_t, seen, weights, score
         updates += 1
         step = label * eta / (seen + row + 1.0) ** power_t
         for k in range(lo, hi):
-            weights[indices[k]] += step * values[k]
+            weights[np.uint32(indices[k])] += step * values[k]
     return updates
 
 

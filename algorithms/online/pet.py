@@ -26,7 +26,7 @@ from algorithms.online.selecting import SelectingLearner
 
 @njit(cache=True, nogil=True)
 def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_ints,
-             slot_floats, map_keys, map_slots, meta, scores):
+             slot_floats, map_entries, meta, scores):
     longest = _longest_row(indptr)
     slots = np.empty(longest, dtype=np.int64)
     new_features = np.empty(longest, dtype=np.int64)
@@ -37,7 +37,7 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
         lo, hi = indptr[row], indptr[row + 1]
         score = 0.0
         for k in range(lo, hi):
-            slot = _map_find(map_keys, map_slots, meta, np.int64(indices[k]), absent)
+            slot = _map_find(map_entries, meta, np.int64(indices[k]), absent)
             slots[k - lo] = slot
             score += slot_floats[ROW_VALUE, slot] * values[k]
         scores[row] = score
@@ -64,7 +64,7 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
         for q in range(n_new):
             if not _admits(slot_ints, slot_floats, meta, new_features[q], abs(new_values[q])):
                 continue
-            _offer(slot_ints, slot_floats, map_keys, map_slots, meta, new_features[q],
+            _offer(slot_ints, slot_floats, map_entries, meta, new_features[q],
                    abs(new_values[q]), new_values[q])
     return updates
 

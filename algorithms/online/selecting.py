@@ -26,17 +26,16 @@ class SelectingLearner(OnlineLearner):
             setattr(self, "_" + key, array)
 
     def _after_load(self) -> None:
-        self._map_keys, self._map_slots = _topset.rebuild_map(
-            self._slot_ints, self._meta, len(self._map_keys))
+        self._map_entries = _topset.rebuild_map(
+            self._slot_ints, self._meta, len(self._map_entries))
 
     def _weight_scale(self) -> float:
         """Factor from stored slot values to weights (FOFS keeps a lazy scale)."""
         return 1.0
 
     def _score_rows(self, batch: CSRBatch, scores: np.ndarray) -> None:
-        _topset._score_rows(batch.indptr, batch.indices, batch.values, self._map_keys,
-                            self._map_slots, self._meta, self._slot_floats,
-                            self._weight_scale(), scores)
+        _topset._score_rows(batch.indptr, batch.indices, batch.values, self._map_entries,
+                            self._meta, self._slot_floats, self._weight_scale(), scores)
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         features, values = _topset.kept(self._slot_ints, self._slot_floats, self._meta)
@@ -45,5 +44,5 @@ class SelectingLearner(OnlineLearner):
         return features[nonzero], values[nonzero]
 
     def _kernel_state(self) -> tuple:
-        return (self._slot_ints, self._slot_floats, self._map_keys, self._map_slots, self._meta)
+        return (self._slot_ints, self._slot_floats, self._map_entries, self._meta)
 

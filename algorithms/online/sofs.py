@@ -48,7 +48,7 @@ def _refresh_keys(slot_ints, slot_floats, meta, coefficients):
 
 @njit(cache=True, nogil=True)
 def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_floats,
-              map_keys, map_slots, meta, scores):
+              map_entries, meta, scores):
     """SOFS over a batch; ``coefficients[j] = (mu_j, +-Sigma_j)``, negative when kept."""
     longest = _longest_row(indptr)
     new_features = np.empty(longest, dtype=np.int64)
@@ -68,16 +68,16 @@ def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_
         n_new = 0
         keys_stale = False
         for k in range(lo, hi):
-            feature = indices[k]
+            j = np.uint32(indices[k])   # unsigned: no negative-index wraparound
             x = values[k]
-            stored = coefficients[feature, SIGMA]
+            stored = coefficients[j, SIGMA]
             old_sigma = abs(stored)
             new_sigma = old_sigma - beta * old_sigma * old_sigma * x * x
             # Branch-free: kept features stay negative; others become candidates (their
             # mean is 0, so += sets the candidate weight; rejected ones are zeroed below).
-            coefficients[feature, SIGMA] = math.copysign(new_sigma, stored)
-            coefficients[feature, MEAN] += alpha * label * old_sigma * x
-            new_features[n_new] = feature
+            coefficients[j, SIGMA] = math.copysign(new_sigma, stored)
+            coefficients[j, MEAN] += alpha * label * old_sigma * x
+            new_features[n_new] = j
             new_keys[n_new] = -new_sigma
             n_new += (stored > 0.0) & (x != 0.0)
             if stored < 0.0:
@@ -89,7 +89,7 @@ def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_
             if _admits(slot_ints, slot_floats, meta, feature, new_keys[q]):
                 if meta[META_LOGGED] != 0 and meta[META_SIZE] == slot_ints.shape[1]:
                     _refresh_keys(slot_ints, slot_floats, meta, coefficients)
-                evicted, _, accepted = _offer(slot_ints, slot_floats, map_keys, map_slots,
+                evicted, _, accepted = _offer(slot_ints, slot_floats, map_entries,
                                               meta, feature, new_keys[q], 0.0)
                 if accepted:
                     coefficients[feature, SIGMA] = -coefficients[feature, SIGMA]

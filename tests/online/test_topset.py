@@ -21,7 +21,7 @@ def check_invariants(top, capacity, expected):
     assert sorted(features.tolist()) == sorted(expected)
     absent = capacity
     for slot, feature in enumerate(features):
-        assert _map_find(top["map_keys"], top["map_slots"], top["meta"], feature, absent) == slot
+        assert _map_find(top["map_entries"], top["meta"], feature, absent) == slot
         assert top["slot_floats"][ts.ROW_KEY, slot] == expected[feature]
     # The lower bound never ranks above a kept feature.
     bound = (top["slot_floats"][ts.ROW_KEY, capacity], top["meta"][ts.META_BOUND_FEATURE])
@@ -52,15 +52,15 @@ operations = st.lists(
 @given(capacity=st.integers(1, 12), ops=operations)
 def test_top_set_keeps_the_best_offered_features(capacity, ops):
     top = ts.allocate(capacity)
-    args = lambda: (top["slot_ints"], top["slot_floats"], top["map_keys"],  # noqa: E731
-                    top["map_slots"], top["meta"])
+    args = lambda: (top["slot_ints"], top["slot_floats"], top["map_entries"],  # noqa: E731
+                    top["meta"])
     kept: dict[int, float] = {}
     for kind, feature, key in ops:
         if kind == "touch":
             if not kept:
                 continue
             feature = sorted(kept)[feature % len(kept)]
-            slot = _map_find(top["map_keys"], top["map_slots"], top["meta"], feature, capacity)
+            slot = _map_find(top["map_entries"], top["meta"], feature, capacity)
             ts._touch(top["slot_ints"], top["slot_floats"], top["meta"], slot, key)
             kept[feature] = key
         elif feature not in kept:
@@ -91,20 +91,19 @@ def test_cuckoo_map_finds_every_key_after_inserts_and_deletes(features):
     capacity = len(features)
     top = ts.allocate(capacity)
     for feature in features:
-        ts._offer(top["slot_ints"], top["slot_floats"], top["map_keys"], top["map_slots"],
+        ts._offer(top["slot_ints"], top["slot_floats"], top["map_entries"],
                   top["meta"], feature, 1.0, 1.0)
     check_invariants(top, capacity, dict.fromkeys(features, 1.0))
     # Replacing every root exercises delete + insert; absent keys are never found.
     for feature in range(2**31 - 300, 2**31 - 300 + len(features)):
-        ts._offer(top["slot_ints"], top["slot_floats"], top["map_keys"], top["map_slots"],
+        ts._offer(top["slot_ints"], top["slot_floats"], top["map_entries"],
                   top["meta"], feature, 2.0, 1.0)
     for feature in features:
-        assert _map_find(top["map_keys"], top["map_slots"], top["meta"], feature, -7) == -7
-    rebuilt_keys, rebuilt_slots = ts.rebuild_map(top["slot_ints"], top["meta"],
-                                                 len(top["map_keys"]))
+        assert _map_find(top["map_entries"], top["meta"], feature, -7) == -7
+    rebuilt = ts.rebuild_map(top["slot_ints"], top["meta"], len(top["map_entries"]))
     for slot in range(capacity):
         feature = top["slot_ints"][ts.ROW_FEATURE, slot]
-        assert _map_find(rebuilt_keys, rebuilt_slots, top["meta"], feature, -7) == slot
+        assert _map_find(rebuilt, top["meta"], feature, -7) == slot
 
 
 @settings(max_examples=40, deadline=None)
