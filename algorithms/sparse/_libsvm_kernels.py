@@ -40,6 +40,8 @@ def _parse_number(buf, pos, end, pow10):
         pos += np.int64(negative | (buf[pos] == 43))
     mantissa = np.int64(0)
     start = pos
+    # The integer and fraction digit loops (and the JSON scanner's _integer) are written out:
+    # one shared inline helper measured 8% slower here and in the scanner.
     while pos < end:
         digit = np.uint64(buf[pos]) - np.uint64(48)
         if digit > 9:
