@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service import wire
+from service.allocator import retain_freed_memory
 from service.api import examples, health, models, snapshots
 from service.errors import ServiceError
 from service.manager import ModelManager
@@ -89,6 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        retain_freed_memory(settings.malloc_retain_bytes)  # in every worker process
         storage = make_storage(settings)
         await storage.open()
         manager = ModelManager(storage, settings)

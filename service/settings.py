@@ -25,6 +25,7 @@ class Settings(BaseSettings):
     apply_chunk_examples: int = 256  # rows per kernel call (bounds event-loop stalls)
     consumer_block_ms: int = 200
     prefetch: bool = True  # read the next micro-batch while one is applied
+    malloc_retain_bytes: int = 64 << 20  # glibc heap kept for reuse (0 = its defaults)
     snapshot_every_examples: int = 100_000
     snapshot_every_seconds: float = 60.0
     trim_log: bool = True
