@@ -11,7 +11,9 @@ Numbers are correctly rounded: a mantissa of at most 19 significant digits with 
 exponent within +-22 is exact by Clinger's fast path when the mantissa is below 2^53;
 otherwise, for negative exponents down to -27, by an exact integer division ``M / 5^k``
 with round-half-even on 53 bits (``k`` = the decimal places). Other numbers give up.
-A fraction's digits are read eight at a time (``service._swar``) while eight remain.
+A fraction's digits are read eight at a time (``service._swar``) while eight remain. The
+inline helpers read the body by address (``algorithms.sparse._bytes``): no reference
+counting per number.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from service._swar import all_digits, eight_digits, load_u64
+from algorithms.sparse._bytes import byte_at, u64_at
+from service._swar import all_digits, eight_digits
 
 GIVE_UP = 1  # status of a body the scanner does not handle (parse it with orjson)
 
@@ -119,7 +122,7 @@ def _divide_fast(mantissa, k, reciprocal, shift, divisor):
 @njit(cache=True, inline="always")
 def _skip_ws(buf, pos, end):
     while pos < end:
-        c = buf[pos]
+        c = byte_at(buf, pos)
         if c != 32 and c != 10 and c != 13 and c != 9:
             break
         pos += 1
@@ -134,32 +137,32 @@ def _after_item(buf, pos, end, closer):
     """After an array element or object member: (MORE, position of the next one) on ',',
     (CLOSED, position past ``closer``) on the closing bracket, (BAD, pos) otherwise."""
     pos = _skip_ws(buf, pos, end)
-    if pos < end and buf[pos] == 44:
+    if pos < end and byte_at(buf, pos) == 44:
         return MORE, _skip_ws(buf, pos + 1, end)
-    if pos < end and buf[pos] == closer:
+    if pos < end and byte_at(buf, pos) == closer:
         return CLOSED, pos + 1
     return BAD, pos
 
 
 @njit(cache=True, inline="always")
-def _number(buf, pos, end, pow10, pow5):
+def _number(buf, pos, end):
     """A JSON number at ``pos`` -> (value, next position, is_integer, ok)."""
     start = pos
     if pos >= end:
         return 0.0, pos, False, False
-    negative = buf[pos] == 45
+    negative = byte_at(buf, pos) == 45
     pos += np.int64(negative)  # no branch: signs are unpredictable
-    if pos >= end or not (48 <= buf[pos] <= 57):
+    if pos >= end or not (48 <= byte_at(buf, pos) <= 57):
         return 0.0, pos, False, False
     mantissa = _ZERO
     first = pos  # the first digit; leading zeros are counted out below, rarely
-    if buf[pos] == 48:  # a leading zero stands alone
+    if byte_at(buf, pos) == 48:  # a leading zero stands alone
         pos += 1
-        if pos < end and 48 <= buf[pos] <= 57:
+        if pos < end and 48 <= byte_at(buf, pos) <= 57:
             return 0.0, pos, False, False
     else:
         while pos < end:
-            digit = np.uint64(buf[pos]) - np.uint64(48)
+            digit = np.uint64(byte_at(buf, pos)) - np.uint64(48)
             if digit > 9:
                 break
             mantissa = mantissa * _TEN + digit
@@ -167,18 +170,18 @@ def _number(buf, pos, end, pow10, pow5):
     digits = pos - first
     exponent = 0
     integer = True
-    if pos < end and buf[pos] == 46:  # '.'
+    if pos < end and byte_at(buf, pos) == 46:  # '.'
         integer = False
         pos += 1
         fraction = pos
         while pos + 8 <= end:  # eight digits at a time while they are all digits
-            word = load_u64(buf, pos)
+            word = u64_at(buf, pos)
             if not all_digits(word):
                 break
             mantissa = mantissa * np.uint64(100000000) + eight_digits(word)
             pos += 8
         while pos < end:
-            digit = np.uint64(buf[pos]) - np.uint64(48)
+            digit = np.uint64(byte_at(buf, pos)) - np.uint64(48)
             if digit > 9:
                 break
             mantissa = mantissa * _TEN + digit
@@ -189,22 +192,22 @@ def _number(buf, pos, end, pow10, pow5):
         digits += pos - fraction
     if digits > 19:  # leading zeros are not significant digits (nor do they overflow)
         for k in range(first, pos):
-            if buf[k] != 48 and buf[k] != 46:
+            if byte_at(buf, k) != 48 and byte_at(buf, k) != 46:
                 break
-            digits -= buf[k] == 48
-    if pos < end and (buf[pos] == 101 or buf[pos] == 69):  # 'e' 'E'
+            digits -= byte_at(buf, k) == 48
+    if pos < end and (byte_at(buf, pos) == 101 or byte_at(buf, pos) == 69):  # 'e' 'E'
         integer = False
         pos += 1
         exp_negative = False
-        if pos < end and (buf[pos] == 45 or buf[pos] == 43):
-            exp_negative = buf[pos] == 45
+        if pos < end and (byte_at(buf, pos) == 45 or byte_at(buf, pos) == 43):
+            exp_negative = byte_at(buf, pos) == 45
             pos += 1
-        if pos >= end or not (48 <= buf[pos] <= 57):
+        if pos >= end or not (48 <= byte_at(buf, pos) <= 57):
             return 0.0, pos, False, False
         written = 0
-        while pos < end and 48 <= buf[pos] <= 57:
+        while pos < end and 48 <= byte_at(buf, pos) <= 57:
             if written < 100000:
-                written = written * 10 + (buf[pos] - 48)
+                written = written * 10 + (byte_at(buf, pos) - 48)
             pos += 1
         exponent += -written if exp_negative else written
     if digits > 19 or (integer and digits > 18):
@@ -216,10 +219,10 @@ def _number(buf, pos, end, pow10, pow5):
         return value, pos, integer, True
     if mantissa <= np.uint64(1 << 53) and -22 <= exponent <= 22:
         m = float(mantissa)
-        value = m * pow10[exponent] if exponent >= 0 else m / pow10[-exponent]
+        value = m * _POW10[exponent] if exponent >= 0 else m / _POW10[-exponent]
     elif -27 <= exponent <= 0:
         k = -exponent
-        value = _divide_fast(mantissa, k, _RECIP[k], _RECIP_SHIFT[k], pow5[k]) if k > 0 \
+        value = _divide_fast(mantissa, k, _RECIP[k], _RECIP_SHIFT[k], _POW5[k]) if k > 0 \
             else float(mantissa)
     else:
         return 0.0, start, integer, False
@@ -237,16 +240,18 @@ def _integer(buf, pos, end):
     start = pos
     value = np.int64(0)
     while pos < end:
-        digit = np.uint64(buf[pos]) - np.uint64(48)
+        digit = np.uint64(byte_at(buf, pos)) - np.uint64(48)
         if digit > 9:
             break
         value = value * 10 + np.int64(digit)
         pos += 1
     digits = pos - start
-    if digits == 0 or digits > 10 or (digits > 1 and buf[start] == 48):
+    if digits == 0 or digits > 10 or (digits > 1 and byte_at(buf, start) == 48):
         return 0, pos, False
-    if pos < end and (buf[pos] == 46 or buf[pos] == 101 or buf[pos] == 69):
-        return 0, pos, False
+    if pos < end:
+        c = byte_at(buf, pos)
+        if c == 46 or c == 101 or c == 69:  # '.' 'e' 'E'
+            return 0, pos, False
     return value, pos, value <= 2147483647
 
 
@@ -257,21 +262,21 @@ def _key(buf, pos, end, key):
     if pos + n + 1 >= end:
         return pos, False
     for i in range(n):
-        if buf[pos + 1 + i] != key[i]:
+        if byte_at(buf, pos + 1 + i) != key[i]:
             return pos, False
-    if buf[pos + 1 + n] != 34:
+    if byte_at(buf, pos + 1 + n) != 34:
         return pos, False
     return pos + n + 2, True
 
 
 @njit(cache=True)
-def _array(buf, pos, end, indices, values, slot, integers, pow10, pow5):
+def _array(buf, pos, end, indices, values, slot, integers):
     """The elements of a JSON array after its '[' -> (ok, position after the ']', count):
     into ``indices[slot:]`` as integers when ``integers``, else into ``values[slot:]`` as
     numbers. A loop of its own, with a fast path for a ',' right after an element."""
     count = 0
     pos = _skip_ws(buf, pos, end)
-    if pos < end and buf[pos] == 93:
+    if pos < end and byte_at(buf, pos) == 93:
         return True, pos + 1, 0
     room = len(indices) - slot
     while count < room:
@@ -279,12 +284,13 @@ def _array(buf, pos, end, indices, values, slot, integers, pow10, pow5):
             index, pos, ok = _integer(buf, pos, end)
             indices[slot + count] = index
         else:
-            value, pos, _, ok = _number(buf, pos, end, pow10, pow5)
+            value, pos, _, ok = _number(buf, pos, end)
             values[slot + count] = value
         if not ok:
             return False, pos, count
         count += 1
-        if pos + 1 < end and buf[pos] == 44 and 45 <= buf[pos + 1] <= 57:  # ',' '-' digit
+        if pos + 1 < end and byte_at(buf, pos) == 44 and \
+                45 <= byte_at(buf, pos + 1) <= 57:  # ',' then '-' or a digit
             pos += 1
             continue
         step, pos = _after_item(buf, pos, end, 93)
@@ -294,12 +300,12 @@ def _array(buf, pos, end, indices, values, slot, integers, pow10, pow5):
 
 
 @njit(cache=True, nogil=True)
-def _scan(buf, capacity, max_examples, pow10, pow5, k_examples, k_indices, k_values,
-          k_label):
+def _scan(body, capacity, max_examples, k_examples, k_indices, k_values, k_label):
     """-> (status, n, lengths, labels, indices, values, nnz); status 0 when handled.
     ``capacity`` bounds the array elements, ``max_examples`` the examples: the arrays are
     sized once (growing them inside the loop measured 15% slower)."""
-    end = len(buf)
+    end = len(body)
+    buf = body.ctypes.data  # the helpers read by address (see algorithms.sparse._bytes)
     lengths = np.empty(max_examples, dtype=np.int64)
     labels = np.empty(max_examples, dtype=np.int8)
     indices = np.empty(capacity, dtype=np.int32)
@@ -308,23 +314,23 @@ def _scan(buf, capacity, max_examples, pow10, pow5, k_examples, k_indices, k_val
     n = 0
     pos = _skip_ws(buf, 0, end)
     wrapped = False
-    if pos < end and buf[pos] == 123:  # {"examples": [...]}
+    if pos < end and byte_at(buf, pos) == 123:  # {"examples": [...]}
         wrapped = True
         pos = _skip_ws(buf, pos + 1, end)
-        if pos >= end or buf[pos] != 34:
+        if pos >= end or byte_at(buf, pos) != 34:
             return GIVE_UP, n, lengths, labels, indices, values, nnz
         pos, ok = _key(buf, pos, end, k_examples)
         if not ok:
             return GIVE_UP, n, lengths, labels, indices, values, nnz
         pos = _skip_ws(buf, pos, end)
-        if pos >= end or buf[pos] != 58:
+        if pos >= end or byte_at(buf, pos) != 58:
             return GIVE_UP, n, lengths, labels, indices, values, nnz
         pos = _skip_ws(buf, pos + 1, end)
-    if pos >= end or buf[pos] != 91:
+    if pos >= end or byte_at(buf, pos) != 91:
         return GIVE_UP, n, lengths, labels, indices, values, nnz
     pos = _skip_ws(buf, pos + 1, end)
     while True:  # one example object per turn
-        if pos >= end or buf[pos] != 123:
+        if pos >= end or byte_at(buf, pos) != 123:
             return GIVE_UP, n, lengths, labels, indices, values, nnz
         pos = _skip_ws(buf, pos + 1, end)
         seen_indices = seen_values = seen_label = False
@@ -332,7 +338,7 @@ def _scan(buf, capacity, max_examples, pow10, pow5, k_examples, k_indices, k_val
         label = 0
         row_start = nnz
         while True:  # one member per turn
-            if pos >= end or buf[pos] != 34:
+            if pos >= end or byte_at(buf, pos) != 34:
                 return GIVE_UP, n, lengths, labels, indices, values, nnz
             which = 0
             after, ok = _key(buf, pos, end, k_indices)
@@ -349,24 +355,24 @@ def _scan(buf, capacity, max_examples, pow10, pow5, k_examples, k_indices, k_val
             if which == 0:
                 return GIVE_UP, n, lengths, labels, indices, values, nnz
             pos = _skip_ws(buf, after, end)
-            if pos >= end or buf[pos] != 58:
+            if pos >= end or byte_at(buf, pos) != 58:
                 return GIVE_UP, n, lengths, labels, indices, values, nnz
             pos = _skip_ws(buf, pos + 1, end)
             if which == 3:
                 if seen_label:
                     return GIVE_UP, n, lengths, labels, indices, values, nnz
                 seen_label = True
-                value, pos, integer, ok = _number(buf, pos, end, pow10, pow5)
+                value, pos, integer, ok = _number(buf, pos, end)
                 if not ok or not integer or (value != 1.0 and value != -1.0):
                     return GIVE_UP, n, lengths, labels, indices, values, nnz
                 label = 1 if value > 0 else -1
             else:
                 if (which == 1 and seen_indices) or (which == 2 and seen_values):
                     return GIVE_UP, n, lengths, labels, indices, values, nnz
-                if pos >= end or buf[pos] != 91:
+                if pos >= end or byte_at(buf, pos) != 91:
                     return GIVE_UP, n, lengths, labels, indices, values, nnz
                 ok, pos, count = _array(buf, pos + 1, end, indices, values, row_start,
-                                        which == 1, pow10, pow5)
+                                        which == 1)
                 if not ok:
                     return GIVE_UP, n, lengths, labels, indices, values, nnz
                 if which == 1:
@@ -397,7 +403,7 @@ def _scan(buf, capacity, max_examples, pow10, pow5, k_examples, k_indices, k_val
         return GIVE_UP, n, lengths, labels, indices, values, nnz
     pos = _skip_ws(buf, pos, end)
     if wrapped:
-        if pos >= end or buf[pos] != 125:
+        if pos >= end or byte_at(buf, pos) != 125:
             return GIVE_UP, n, lengths, labels, indices, values, nnz
         pos = _skip_ws(buf, pos + 1, end)
     if pos != end:
@@ -414,7 +420,7 @@ def scan_examples(body: bytes):
     # ('{"indices":[],"values":[],"label":1}'). The arrays are reserved, not touched: only
     # what the body fills becomes resident.
     status, n, lengths, labels, indices, values, nnz = _scan(
-        buf, len(buf) // 2 + 16, len(buf) // 32 + 1, _POW10, _POW5, _KEY_EXAMPLES,
+        buf, len(buf) // 2 + 16, len(buf) // 32 + 1, _KEY_EXAMPLES,
         _KEY_INDICES, _KEY_VALUES, _KEY_LABEL)
     if status != 0 or n == 0:
         return None

@@ -5,25 +5,12 @@ its high nibble is 3 both as it is and plus 6."""
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
 _ASCII_ZEROS = np.uint64(0x3030303030303030)
 _HIGH_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
 _SIX = np.uint64(0x0606060606060606)
 _NONE = np.uint64(0)
-
-
-@intrinsic
-def load_u64(typingctx, buf, pos):
-    """``buf[pos:pos + 8]`` as one little-endian uint64: a single unaligned load (numba
-    would emit eight byte loads). The caller checks the bounds."""
-    def codegen(context, builder, signature, args):
-        array = context.make_array(signature.args[0])(context, builder, args[0])
-        address = builder.gep(array.data, [args[1]])
-        return builder.load(builder.bitcast(address, ir.IntType(64).as_pointer()), align=1)
-    return types.uint64(buf, pos), codegen
 
 
 @njit(cache=True, inline="always")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from algorithms.sparse._bytes import byte_at
 from algorithms.sparse.csr import MAX_FEATURES
 
 _OK, _BAD_LABEL, _BAD_INDEX, _NO_COLON, _BAD_VALUE, _INDEX_TOO_LARGE, _ZERO_INDEX, \
@@ -30,31 +31,31 @@ def _is_space(c):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _parse_number(buf, pos, end, pow10):
-    """Parse a decimal float at ``pos``. Returns (value, next position, status):
-    status 0 exact, 1 invalid, 2 valid but outside the exact fast path (mantissa >= 2^53,
-    more than 18 digits, or |decimal exponent| > 22)."""
+def _parse_number(address, pos, end):
+    """Parse a decimal float at ``pos`` of the buffer at ``address`` (see ``_bytes``).
+    Returns (value, next position, status): status 0 exact, 1 invalid, 2 valid but outside
+    the exact fast path (mantissa >= 2^53, more than 18 digits, or |decimal exponent| > 22)."""
     negative = False
     if pos < end:  # an optional '-' or '+', without a branch (signs are unpredictable)
-        negative = buf[pos] == 45
-        pos += np.int64(negative | (buf[pos] == 43))
+        negative = byte_at(address, pos) == 45
+        pos += np.int64(negative | (byte_at(address, pos) == 43))
     mantissa = np.int64(0)
     start = pos
     # The integer and fraction digit loops (and the JSON scanner's _integer) are written out:
     # one shared inline helper measured 8% slower here and in the scanner.
     while pos < end:
-        digit = np.uint64(buf[pos]) - np.uint64(48)
+        digit = np.uint64(byte_at(address, pos)) - np.uint64(48)
         if digit > 9:
             break
         mantissa = mantissa * 10 + np.int64(digit)
         pos += 1
     digits = pos - start  # counted from positions: no counter updates per digit
     exponent = 0
-    if pos < end and buf[pos] == 46:  # '.'
+    if pos < end and byte_at(address, pos) == 46:  # '.'
         pos += 1
         start = pos
         while pos < end:
-            digit = np.uint64(buf[pos]) - np.uint64(48)
+            digit = np.uint64(byte_at(address, pos)) - np.uint64(48)
             if digit > 9:
                 break
             mantissa = mantissa * 10 + np.int64(digit)
@@ -63,18 +64,18 @@ def _parse_number(buf, pos, end, pow10):
         digits -= exponent
     if digits == 0:
         return 0.0, pos, 1
-    if pos < end and (buf[pos] == 101 or buf[pos] == 69):  # 'e' 'E'
+    if pos < end and (byte_at(address, pos) == 101 or byte_at(address, pos) == 69):  # 'e' 'E'
         pos += 1
         exp_negative = False
-        if pos < end and (buf[pos] == 45 or buf[pos] == 43):
-            exp_negative = buf[pos] == 45
+        if pos < end and (byte_at(address, pos) == 45 or byte_at(address, pos) == 43):
+            exp_negative = byte_at(address, pos) == 45
             pos += 1
-        if pos >= end or not (48 <= buf[pos] <= 57):
+        if pos >= end or not (48 <= byte_at(address, pos) <= 57):
             return 0.0, pos, 1
         written = 0
-        while pos < end and 48 <= buf[pos] <= 57:
+        while pos < end and 48 <= byte_at(address, pos) <= 57:
             if written < 100000:
-                written = written * 10 + (buf[pos] - 48)
+                written = written * 10 + (byte_at(address, pos) - 48)
             pos += 1
         exponent += -written if exp_negative else written
     if digits > 18 or mantissa > 9007199254740992:
@@ -84,9 +85,9 @@ def _parse_number(buf, pos, end, pow10):
     elif exponent > 22 or exponent < -22:
         return 0.0, pos, 2
     elif exponent >= 0:
-        value = mantissa * pow10[exponent]
+        value = mantissa * _POW10[exponent]
     else:
-        value = mantissa / pow10[-exponent]
+        value = mantissa / _POW10[-exponent]
     return (-value if negative else value), pos, 0
 
 
@@ -102,18 +103,19 @@ def _count_bytes(buf):
 
 
 @njit(cache=True, inline="always")
-def _skip_to_line_end(buf, pos, n):
-    while pos < n and buf[pos] != _NL:
+def _skip_to_line_end(address, pos, n):
+    while pos < n and byte_at(address, pos) != _NL:
         pos += 1
     return pos
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _parse(buf, max_rows, indices, values, one_based, pow10):
+def _parse(buf, max_rows, indices, values, one_based):
     """Parse all lines in one pass (rows unsorted) into ``indices`` / ``values`` (room for
     every colon of ``buf``). Returns labels, indptr, counts, (error code, line, column), the
     spans of tokens outside the exact fast path, and the smallest index."""
     n = len(buf)
+    address = buf.ctypes.data  # for the inline helpers (no reference counting per call)
     max_nnz = len(indices)
     labels = np.empty(max_rows, dtype=np.float64)
     indptr = np.zeros(max_rows + 1, dtype=np.int64)
@@ -136,9 +138,9 @@ def _parse(buf, max_rows, indices, values, one_based, pow10):
         if pos >= n:
             break
         if buf[pos] == _NL or buf[pos] == _HASH:    # blank or comment line
-            pos = _skip_to_line_end(buf, pos, n) + 1
+            pos = _skip_to_line_end(address, pos, n) + 1
             continue
-        value, nxt, status = _parse_number(buf, pos, n, pow10)
+        value, nxt, status = _parse_number(address, pos, n)
         if status == 1 or (nxt < n and not (_is_space(buf[nxt]) or buf[nxt] == _NL
                                             or buf[nxt] == _HASH)):
             code, column = _BAD_LABEL, pos - line_start + 1
@@ -157,7 +159,7 @@ def _parse(buf, max_rows, indices, values, one_based, pow10):
             if pos >= n or buf[pos] == _NL:
                 break
             if buf[pos] == _HASH:
-                pos = _skip_to_line_end(buf, pos, n)
+                pos = _skip_to_line_end(address, pos, n)
                 break
             token = pos
             if n - pos > 4 and buf[pos] == 113 and buf[pos + 1] == 105 and \
@@ -190,7 +192,7 @@ def _parse(buf, max_rows, indices, values, one_based, pow10):
                 break
             pos += 1
             value_start = pos
-            value, nxt, status = _parse_number(buf, pos, n, pow10)
+            value, nxt, status = _parse_number(address, pos, n)
             if status == 1 or (nxt < n and not (_is_space(buf[nxt]) or buf[nxt] == _NL
                                                 or buf[nxt] == _HASH)):
                 code, column = _BAD_VALUE, value_start - line_start + 1

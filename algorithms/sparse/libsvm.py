@@ -27,7 +27,6 @@ from algorithms.sparse._libsvm_kernels import (
     _NL,
     _NON_FINITE,
     _OK,
-    _POW10,
     _count_bytes,
     _parse,
     _sort_rows,
@@ -71,7 +70,7 @@ def _parse_chunk(buf: np.ndarray, one_based: bool, line_base: Callable[[], int],
         out = np.empty(int(colons), dtype=np.int32), np.empty(int(colons), dtype=np.float64)
     indices, values = out
     (labels, indptr, rows, nnz, code, line, column, hard_slots, hard_spans, n_hard,
-     min_index, increasing) = _parse(buf, int(newlines) + 1, indices, values, one_based, _POW10)
+     min_index, increasing) = _parse(buf, int(newlines) + 1, indices, values, one_based)
     if code != _OK:
         raise LibsvmFormatError(line + line_base() - 1, column, _MESSAGES[code], source)
     labels, indptr = labels[:rows], indptr[:rows + 1]
