@@ -1,4 +1,4 @@
-"""Byte reads by address, for the inline helpers of the numba text parsers.
+"""Byte reads by address and byte counting, for the numba text parsers.
 
 Passing an array to a numba function, inline ones included, costs an atomic increment and
 decrement of its reference count per call wherever numba cannot prove the pair redundant,
@@ -10,8 +10,9 @@ holds the array (keeping it alive) and checks every position against its length.
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.extending import intrinsic
 
 
@@ -32,3 +33,30 @@ def u64_at(typingctx, address, pos):
         pointer = builder.gep(builder.inttoptr(args[0], ir.IntType(8).as_pointer()), [args[1]])
         return builder.load(builder.bitcast(pointer, ir.IntType(64).as_pointer()), align=1)
     return types.uint64(address, pos), codegen
+
+
+@intrinsic
+def popcount(typingctx, x):
+    """The number of set bits of a uint64: one instruction (LLVM ctpop)."""
+    def codegen(context, builder, signature, args):
+        count = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(64)])
+        return builder.call(count, [args[0]])
+    return types.uint64(types.uint64), codegen
+
+
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+
+
+@njit(cache=True, inline="always")
+def zero_bytes(word):
+    """How many of the eight bytes of ``word`` are zero (exact: adding 0x7F to each byte's
+    low seven bits sets its high bit unless they are all zero, and cannot carry into the
+    next byte)."""
+    t = (word & _LOW7) + _LOW7
+    return popcount(~(t | word | _LOW7))
+
+
+def byte_pattern(byte: int) -> np.uint64:
+    """``byte`` repeated in all eight bytes of a uint64: ``zero_bytes(word ^ pattern)``
+    counts that byte in ``word``."""
+    return np.uint64(0x0101010101010101 * byte)

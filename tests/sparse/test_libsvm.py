@@ -236,3 +236,24 @@ def test_parallel_parse_equals_one_pass_on_any_text(lines, threads):
     np.testing.assert_array_equal(parsed.indices, whole.indices)
     assert parsed.values.tobytes() == whole.values.tobytes()
     np.testing.assert_array_equal(parsed_labels, labels)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80), st.integers(0, 7))
+def test_byte_counts_match_a_plain_count_at_any_offset(data, offset):
+    """Eight bytes at a time (zero_bytes) and the byte-wise tail agree with bytes.count,
+    for every length mod 8 and unaligned starts; bytes next to 0x0A / 0x3A (and 0x8A,
+    0xBA: equal in the low seven bits) must not be miscounted."""
+    from algorithms.sparse._libsvm_kernels import _count_bytes
+
+    padded = np.frombuffer(b"\x8a" * offset + data + b"\xba\n:", dtype=np.uint8)
+    view = padded[offset:offset + len(data)]
+    assert _count_bytes(view) == (data.count(b"\n"), data.count(b":"))
+
+
+def test_byte_counts_on_every_byte_value():
+    from algorithms.sparse._libsvm_kernels import _count_bytes
+
+    data = bytes(range(256)) * 3 + b"\n\n::"
+    buf = np.frombuffer(data, dtype=np.uint8)
+    assert _count_bytes(buf) == (data.count(b"\n"), data.count(b":"))
