@@ -13,6 +13,8 @@ from algorithms.sparse._validate import (
     NOT_FINITE,
     OK,
     TOO_LARGE,
+    _all_finite,
+    _rows_increasing,
     check_rows,
 )
 
@@ -23,7 +25,20 @@ __all__ = ["DUPLICATE", "NEGATIVE", "NOT_FINITE", "OK", "TOO_LARGE", "check_copy
 @njit(cache=True, nogil=True)
 def _check_copy_rows(indptr, indices_in, values_in, indices_out, values_out, n_features):
     """The row checks of ``check_rows`` fused with the copy of the (read-only, maybe
-    float32) wire views into the batch's own int32 / float64 arrays: one pass."""
+    float32) wire views into the batch's own int32 / float64 arrays. The usual case is
+    proved by branch-free passes (copy with the index range, finite values, sorted rows);
+    otherwise the row-by-row pass below names the first problem."""
+    low = np.int64(0)
+    high = np.int64(-1)
+    for k in range(len(indices_in)):
+        index = np.int64(indices_in[k])
+        indices_out[k] = index
+        values_out[k] = np.float64(values_in[k])
+        low = min(low, index)
+        high = max(high, index)
+    if low >= 0 and high < n_features and _all_finite(values_out) and \
+            _rows_increasing(indptr, indices_out):
+        return OK, -1, -1
     n = len(indptr) - 1
     for row in range(n):
         lo, hi = indptr[row], indptr[row + 1]
