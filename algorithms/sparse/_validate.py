@@ -25,32 +25,40 @@ def _all_finite(values):
 
 
 @njit(cache=True, nogil=True)
-def _rows_increasing(indptr, indices):
-    """True when each row's indices strictly increase: count the decreases over the flat
-    array (vectorized), minus those that straddle two rows. O(nnz + rows)."""
-    decreases = np.int64(0)
-    for k in range(1, len(indices)):
-        decreases += np.int64(indices[k] <= indices[k - 1])
+def _straddling_decreases(indptr, indices):
+    """How many of the flat array's decreases (``indices[k] <= indices[k - 1]``) fall on a
+    boundary between two rows rather than inside one. O(rows)."""
+    straddling = np.int64(0)
     previous = np.int64(0)
     for row in range(1, len(indptr) - 1):
         start = indptr[row]
         if previous < start < len(indices):  # a boundary between two non-empty stretches
-            decreases -= np.int64(indices[start] <= indices[start - 1])
+            straddling += np.int64(indices[start] <= indices[start - 1])
         previous = max(previous, start)
-    return decreases == 0
+    return straddling
 
 
 @njit(cache=True, nogil=True)
-def _index_range(indices):
-    """(smallest, largest) index, (0, -1) when there is none. O(nnz), vectorized."""
+def _index_stats(indices):
+    """(smallest, largest, decreases) of the flat index array in one vectorized pass;
+    (0, -1, 0) when it is empty. O(nnz)."""
     if len(indices) == 0:
-        return np.int64(0), np.int64(-1)
+        return np.int64(0), np.int64(-1), np.int64(0)
     low = indices[0]
     high = indices[0]
+    decreases = np.int64(0)
     for k in range(1, len(indices)):
-        low = min(low, indices[k])
-        high = max(high, indices[k])
-    return np.int64(low), np.int64(high)
+        index = indices[k]
+        low = min(low, index)
+        high = max(high, index)
+        decreases += np.int64(index <= indices[k - 1])
+    return np.int64(low), np.int64(high), decreases
+
+
+@njit(cache=True, nogil=True)
+def _rows_increasing(indptr, indices):
+    """True when each row's indices strictly increase. O(nnz + rows)."""
+    return _index_stats(indices)[2] == _straddling_decreases(indptr, indices)
 
 
 @njit(cache=True, nogil=True)
@@ -58,9 +66,9 @@ def _valid_and_sorted(indptr, indices, values, n_features):
     """The usual case, proved with branch-free passes: every index in [0, d), every value
     finite, each row's indices strictly increasing (so no duplicates). False says only that
     the exact row-by-row check must run."""
-    low, high = _index_range(indices)
+    low, high, decreases = _index_stats(indices)
     return (low >= 0 and high < n_features and _all_finite(values)
-            and _rows_increasing(indptr, indices))
+            and decreases == _straddling_decreases(indptr, indices))
 
 
 @njit(cache=True, nogil=True)

@@ -22,6 +22,10 @@ VALUE_DTYPE = np.float64
 MAX_FEATURES = int(np.iinfo(np.int32).max)  # 2**31 - 1
 
 
+class DuplicateIndexError(ValueError):
+    """A row holds the same feature index twice."""
+
+
 @dataclass(frozen=True)
 class CSRBatch:
     """A batch of sparse examples. Construct with :meth:`from_arrays` to validate."""
@@ -69,7 +73,7 @@ class CSRBatch:
         if code == NOT_FINITE:
             raise ValueError(f"row {row}: non-finite feature value")
         if code == DUPLICATE:
-            raise ValueError(f"row {row}: duplicate feature index")
+            raise DuplicateIndexError(f"row {row}: duplicate feature index")
         return cls(indptr, indices, values, n_features)
 
     def to_scipy(self) -> sp.csr_matrix:
@@ -136,10 +140,14 @@ def as_csr_batch(X, n_features: int | None = None) -> CSRBatch:
         return X
     if sp.issparse(X):
         X = sp.csr_matrix(X)
-        if not X.has_canonical_format:
+        width = X.shape[1]
+        if n_features is not None and width > n_features:
+            raise ValueError(f"X has {width} features, the model {n_features}")
+        try:  # the batch's own checks prove the usual matrix canonical (scipy's would re-read)
+            return CSRBatch.from_arrays(X.indptr, X.indices, X.data, n_features or width)
+        except DuplicateIndexError:  # scipy's meaning of duplicates: they add up
             X = X.copy()
             X.sum_duplicates()
-        width = X.shape[1]
         indptr, indices, values = X.indptr, X.indices, X.data
     else:
         dense = np.asarray(X, dtype=VALUE_DTYPE)

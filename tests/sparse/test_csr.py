@@ -33,3 +33,19 @@ def test_conversions_and_helpers():
     assert as_csr_batch(np.array([0.0, 2.0])).indices.tolist() == [1]
     with pytest.raises(ValueError, match="features"):
         as_csr_batch(np.ones((1, 4)), n_features=3)
+
+
+def test_scipy_input_unsorted_rows_and_duplicates_leave_the_matrix_alone():
+    unsorted = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([2, 0, 1]),
+                              np.array([0, 2, 3])), shape=(2, 3))
+    batch = as_csr_batch(unsorted)
+    assert batch.indices.tolist() == [2, 0, 1] and batch.values.tolist() == [1.0, 2.0, 3.0]
+    dup = sp.csr_matrix((np.array([1.0, 2.0, 5.0]), np.array([1, 1, 0]),
+                         np.array([0, 2, 3])), shape=(2, 3))
+    batch = as_csr_batch(dup)
+    assert batch.indptr.tolist() == [0, 1, 2] and batch.values.tolist() == [3.0, 5.0]
+    assert dup.data.tolist() == [1.0, 2.0, 5.0] and dup.indices.tolist() == [1, 1, 0]
+    with pytest.raises(ValueError, match="non-finite"):
+        as_csr_batch(sp.csr_matrix(np.array([[np.nan, 1.0]])))
+    with pytest.raises(ValueError, match="features"):
+        as_csr_batch(sp.csr_matrix(np.ones((1, 4))), n_features=3)
