@@ -25,7 +25,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from algorithms.sparse._bytes import byte_at, u64_at
+from algorithms.sparse._bytes import byte_at, decimal_digits, u64_at
 from service._swar import all_digits, eight_digits
 
 GIVE_UP = 1  # status of a body the scanner does not handle (parse it with orjson)
@@ -235,16 +235,9 @@ def _number(buf, pos, end):
 def _integer(buf, pos, end):
     """A non-negative JSON integer below 2^31 at ``pos`` -> (value, next position, ok).
     Not ok for anything else (a sign, fraction or exponent, a leading zero, too many
-    digits): the caller gives up, and orjson and the validation judge such a body. (The
-    digit loop is the libsvm parser's; one shared inline helper measured 8% slower in both.)"""
+    digits): the caller gives up, and orjson and the validation judge such a body."""
     start = pos
-    value = np.int64(0)
-    while pos < end:
-        digit = np.uint64(byte_at(buf, pos)) - np.uint64(48)
-        if digit > 9:
-            break
-        value = value * 10 + np.int64(digit)
-        pos += 1
+    value, pos = decimal_digits(buf, pos, end, np.int64(0))
     digits = pos - start
     if digits == 0 or digits > 10 or (digits > 1 and byte_at(buf, start) == 48):
         return 0, pos, False

@@ -60,3 +60,18 @@ def byte_pattern(byte: int) -> np.uint64:
     """``byte`` repeated in all eight bytes of a uint64: ``zero_bytes(word ^ pattern)``
     counts that byte in ``word``."""
     return np.uint64(0x0101010101010101 * byte)
+
+
+@njit(cache=True, inline="always")
+def decimal_digits(address, pos, end, value):
+    """Append the decimal digits at ``address + pos`` to ``value`` (int64): (value * 10^k +
+    their value, the position after them). The caller bounds the digit count (int64 wraps
+    past 18 digits). The one digit loop of the libsvm reader and the JSON scanner's
+    integers."""
+    while pos < end:
+        digit = np.uint64(byte_at(address, pos)) - np.uint64(48)
+        if digit > 9:
+            break
+        value = value * 10 + np.int64(digit)
+        pos += 1
+    return value, pos
