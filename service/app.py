@@ -14,6 +14,8 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service import wire
@@ -131,6 +133,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         detail = "; ".join(f"field {e['field']!r}: {e['message']}" for e in errors)
         status = 400 if any(e.get("type") == "json_invalid" for e in exc.errors()) else 422
         return problem(status, "Invalid input", detail, errors)
+
+    @app.exception_handler(OSError)
+    @app.exception_handler(RedisConnectionError)
+    @app.exception_handler(RedisTimeoutError)
+    async def storage_error(request: Request, exc: Exception) -> Response:
+        """The log or snapshot store failed (disk full, directory gone, Redis down): 503,
+        so clients retry; nothing was acknowledged."""
+        log.error("storage error on %s %s: %s: %s", request.method, request.url.path,
+                  type(exc).__name__, exc)
+        return problem(503, "Storage unavailable", f"{type(exc).__name__}: {exc}",
+                       headers={"Retry-After": "1"})
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        """Anything else: a problem+json 500 without internals (the traceback is logged)."""
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem(500, "Internal server error",
+                       "the server failed to handle the request; see its log")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:

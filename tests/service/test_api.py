@@ -310,3 +310,36 @@ def test_snapshot_state_loads_as_learner(client, x1):
     client.post("/v1/models/m/examples?wait=true", json={"examples": json_examples(X, y, 0, 50)})
     learner = learner_from_state(served_state(client))
     assert learner.n_examples_ == 50
+
+
+def test_storage_failure_is_a_503_problem_and_nothing_is_acknowledged(make_settings):
+    """A log append that fails (here: the disk is full) answers 503 problem+json with
+    Retry-After; an unexpected error answers a 500 problem+json without internals."""
+    app = create_app(make_settings())
+    with TestClient(app, raise_server_exceptions=False) as client:
+        client.post("/v1/models", json={"name": "m", "algorithm": "ogd", "n_features": 5,
+                                        "budget": 5}).raise_for_status()
+        storage = app.state.manager.storage
+
+        async def disk_full(model, entries):
+            raise OSError(28, "No space left on device")
+
+        original, storage.append = storage.append, disk_full
+        body = {"examples": [{"indices": [1], "values": [1.0], "label": 1}]}
+        response = client.post("/v1/models/m/examples", json=body)
+        assert response.status_code == 503
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.headers["retry-after"] == "1"
+        assert "No space left on device" in response.json()["detail"]
+
+        async def broken(model, entries):
+            raise RuntimeError("secret internals")
+
+        storage.append = broken
+        response = client.post("/v1/models/m/examples", json=body)
+        assert response.status_code == 500
+        assert response.headers["content-type"] == "application/problem+json"
+        assert "secret" not in response.text
+        storage.append = original
+        assert client.get("/v1/models/m").json()["examples_applied"] == 0
+        assert client.post("/v1/models/m/examples?wait=true", json=body).status_code == 202
