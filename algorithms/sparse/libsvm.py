@@ -13,6 +13,7 @@ the bytes, O(size); rows come out with sorted indices. The numba kernels are in
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -85,11 +86,13 @@ def _parse_chunk(buf: np.ndarray, one_based: bool, line_base: Callable[[], int],
     if not increasing:
         duplicate_row = _sort_rows(indptr, indices, values)
         if duplicate_row >= 0:
-            _fail(chunk, duplicate_row, _MESSAGES[_DUPLICATE], source)
+            _fail(chunk, duplicate_row, _MESSAGES[_DUPLICATE], source,
+                  lambda index, value, seen: "index" if index in seen else None)
     if n_hard:  # only numbers outside the fast path can be infinite
         if not np.all(np.isfinite(values)):
             _fail(chunk, _row_of_entry(indptr, int(np.argmin(np.isfinite(values)))),
-                  _MESSAGES[_NON_FINITE], source)
+                  _MESSAGES[_NON_FINITE], source,
+                  lambda index, value, seen: None if math.isfinite(value) else "value")
         if not np.all(np.isfinite(labels)):
             _fail(chunk, int(np.argmin(np.isfinite(labels))), "the label is not finite",
                   source)
@@ -100,9 +103,30 @@ def _row_of_entry(indptr: np.ndarray, entry: int) -> int:
     return int(np.searchsorted(indptr, entry, side="right")) - 1
 
 
-def _fail(chunk: _Chunk, row: int, message: str, source: str):
-    raise LibsvmFormatError(line_of_row(chunk.buf, row) + chunk.line_base() - 1, 1, message,
-                            source)
+def _fail(chunk: _Chunk, row: int, message: str, source: str, offending=None):
+    """Raise for ``row`` of the chunk; ``offending(index, value, seen)`` picks the token to
+    point at ("index" or "value" of it; column 1, the line, without it)."""
+    number, raw = _row_line(chunk.buf, row)
+    column = _token_column(raw, offending) if offending is not None else 1
+    raise LibsvmFormatError(number + chunk.line_base() - 1, column, message, source)
+
+
+def _token_column(raw: bytes, offending) -> int:
+    """1-based column of the index or value (as ``offending(index, value, seen indices)``
+    answers "index" or "value") of the first offending ``index:value`` token of a line; 1
+    when none is. Error path only."""
+    seen: set[int] = set()
+    position = 0
+    for number, token in enumerate(raw.split(b"#", 1)[0].split()):
+        position = raw.index(token, position)
+        index, colon, value = token.partition(b":")
+        if number and colon and index != b"qid":
+            part = offending(int(index), float(value), seen)
+            if part:
+                return position + 1 + (len(index) + 1 if part == "value" else 0)
+            seen.add(int(index))
+        position += len(token)
+    return 1
 
 
 def _split_lines(buf: np.ndarray, parts: int) -> list[tuple[int, int]]:
@@ -203,6 +227,11 @@ def _pool() -> ThreadPoolExecutor:
 def line_of_row(buf, row: int) -> int:
     """1-based line number of the ``row``-th example of the text ``buf`` (any buffer;
     blank and comment lines are skipped). For error messages: O(size)."""
+    return _row_line(buf, row)[0]
+
+
+def _row_line(buf, row: int) -> tuple[int, bytes]:
+    """(1-based line number, the line's bytes) of the ``row``-th example. O(size)."""
     text = bytes(buf).split(b"\n")
     seen = -1
     for number, raw in enumerate(text, start=1):
@@ -210,8 +239,8 @@ def line_of_row(buf, row: int) -> int:
         if content:
             seen += 1
             if seen == row:
-                return number
-    return len(text)
+                return number, raw
+    return len(text), b""
 
 
 def _map_file(path: str | os.PathLike) -> np.ndarray:

@@ -77,12 +77,14 @@ def test_zero_based_auto_detection():
     (b"1 1:2\n-1 3 4:1\n", 2, 4, "expected 'index:value'"),
     (b"1 -3:2\n", 1, 3, "non-negative integer"),
     (b"1 0:2\n", 1, 3, "feature index 0 in a 1-based file"),
-    (b"1 1:2\n1 2:3 2:4\n", 2, 1, "appears twice"),
+    (b"1 1:2\n1 2:3 2:4\n", 2, 7, "appears twice"),
     (b"1 1:2 99999999999:1\n", 1, 7, "larger than"),
     (b"1 1:nan\n", 1, 5, "not a number"),
-    (b"1 1:1e999\n", 1, 1, "not finite"),
+    (b"1 1:1e999\n", 1, 5, "not finite"),
     (b"1 1:1\n-1e999 2:1\n", 2, 1, "label is not finite"),
-    (b"1 3:1 2:1 3:2\n", 1, 1, "appears twice"),
+    (b"1 3:1 2:1 3:2\n", 1, 11, "appears twice"),
+    (b"1 qid:7 4:1  4:2 # 4:3\n", 1, 14, "appears twice"),
+    (b"1 1:1 2:-1e999\n", 1, 9, "not finite"),
     (b"1 1:2x\n", 1, 5, "not a number"),
 ])
 def test_malformed_lines_name_line_and_column(text, line, column, message):
