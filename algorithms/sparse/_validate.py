@@ -77,6 +77,12 @@ def _check_rows(indptr, indices, values, n_features):
     row's indices increase; a row that does not is checked on a sorted copy, O(m log m)."""
     if _valid_and_sorted(indptr, indices, values, n_features):
         return OK, -1, -1
+    return _first_problem(indptr, indices, values, n_features)
+
+
+@njit(cache=True, nogil=True)
+def _first_problem(indptr, indices, values, n_features):
+    """The row-by-row check: (code, row, position) of the first problem, OK when none."""
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
         increasing = True
