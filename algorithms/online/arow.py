@@ -12,6 +12,7 @@ from numba import njit
 
 from algorithms.online.base import OnlineLearner, check_positive
 from algorithms.online.ogd import _dense_scores
+from algorithms.sparse._prefetch import stream_ahead
 
 MEAN, SIGMA = 0, 1
 
@@ -23,6 +24,7 @@ def _margin_and_variance(indices, values, lo, hi, coefficients):
     score = 0.0
     variance = 0.0
     for k in range(lo, hi):
+        stream_ahead(indices, values, k)
         feature = np.uint32(indices[k])   # unsigned: no negative-index wraparound
         x = values[k]
         score += coefficients[feature, MEAN] * x

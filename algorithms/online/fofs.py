@@ -30,6 +30,7 @@ from algorithms.online._topset import (
 )
 from algorithms.online.base import check_positive
 from algorithms.online.selecting import SelectingLearner
+from algorithms.sparse._prefetch import stream_ahead
 
 SCALE, SQUARED_NORM, SINCE_EXACT = 0, 1, 2
 _SMALLEST_SCALE = 1e-60
@@ -79,6 +80,7 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
         scale = norm_state[SCALE]
         total = 0.0
         for k in range(lo, hi):
+            stream_ahead(indices, values, k)
             slot = _map_find(map_entries, meta, np.int64(indices[k]), absent)
             slots[k - lo] = slot
             total += slot_floats[ROW_VALUE, slot] * values[k]

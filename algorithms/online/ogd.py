@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit
 
 from algorithms.online.base import OnlineLearner, check_positive
+from algorithms.sparse._prefetch import stream_ahead
 
 
 @njit(cache=True, nogil=True)
@@ -20,6 +21,7 @@ def _dense_scores(indptr, indices, values, weights, scores):
     for row in range(len(indptr) - 1):
         total = 0.0
         for k in range(indptr[row], indptr[row + 1]):
+            stream_ahead(indices, values, k)
             total += weights[np.uint32(indices[k])] * values[k]
         scores[row] = total
 
@@ -31,6 +33,7 @@ def _ogd_fit(indptr, indices, values, labels, eta, power_t, seen, weights, score
         lo, hi = indptr[row], indptr[row + 1]
         score = 0.0
         for k in range(lo, hi):
+            stream_ahead(indices, values, k)
             score += weights[np.uint32(indices[k])] * values[k]
         scores[row] = score
         label = labels[row]

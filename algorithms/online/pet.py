@@ -22,6 +22,7 @@ from algorithms.online._topset import (
 )
 from algorithms.online.base import check_positive
 from algorithms.online.selecting import SelectingLearner
+from algorithms.sparse._prefetch import stream_ahead
 
 
 @njit(cache=True, nogil=True)
@@ -37,6 +38,7 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
         lo, hi = indptr[row], indptr[row + 1]
         score = 0.0
         for k in range(lo, hi):
+            stream_ahead(indices, values, k)
             slot = _map_find(map_entries, meta, np.int64(indices[k]), absent)
             slots[k - lo] = slot
             score += slot_floats[ROW_VALUE, slot] * values[k]
