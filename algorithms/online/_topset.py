@@ -46,8 +46,8 @@ ROW_KEY, ROW_VALUE, ROW_OLD_KEY = 0, 1, 2
 META_LOGGED, META_BOUND_FEATURE = 3, 4
 REBUILD = -1
 
-__all__ = ["EMPTY", "ROW_VALUE", "_admits", "_longest_row", "_map_find", "_offer", "_touch",
-           "allocate", "kept", "rebuild_map"]
+__all__ = ["EMPTY", "ROW_VALUE", "_admits", "_entry_key", "_longest_row", "_map_find",
+           "_offer", "_touch", "allocate", "kept", "rebuild_map"]
 
 
 def allocate(capacity: int) -> dict[str, np.ndarray]:
@@ -182,6 +182,17 @@ def _admits(slot_ints, slot_floats, meta, feature, key):
     if meta[META_SIZE] < capacity:
         return True
     return _below(slot_floats[ROW_KEY, capacity], meta[META_BOUND_FEATURE], key, feature)
+
+
+@njit(cache=True, inline="always")
+def _entry_key(slot_ints, slot_floats, meta):
+    """The least key an absent feature needs to possibly enter: -inf with a free slot,
+    else the lower bound's key (``_admits`` then breaks ties by feature). Admissions and
+    repairs only raise it, so it stays a valid pre-filter while newcomers are offered."""
+    capacity = slot_ints.shape[1]
+    if meta[META_SIZE] < capacity:
+        return -np.inf
+    return slot_floats[ROW_KEY, capacity]
 
 
 @njit(cache=True)

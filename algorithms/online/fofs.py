@@ -17,12 +17,12 @@ import numpy as np
 from numba import njit
 
 from algorithms.online._topset import (
-    EMPTY,
     META_LOGGED,
     REBUILD,
     ROW_KEY,
     ROW_VALUE,
     _admits,
+    _entry_key,
     _longest_row,
     _map_find,
     _offer,
@@ -70,6 +70,7 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
     slots = np.empty(longest, dtype=np.int64)
     new_features = np.empty(longest, dtype=np.int64)
     new_values = np.empty(longest, dtype=np.float64)
+    kept_positions = np.empty(longest, dtype=np.int64)
     shrink = 1.0 - lam * eta
     root_lam = math.sqrt(lam)
     capacity = slot_ints.shape[1]
@@ -79,11 +80,13 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
         lo, hi = indptr[row], indptr[row + 1]
         scale = norm_state[SCALE]
         total = 0.0
+        example_squared = 0.0   # sum of x_k^2: a second, independent chain (free here)
         for k in range(lo, hi):
             stream_ahead(indices, values, k)
             slot = _map_find(map_entries, meta, np.int64(indices[k]), absent)
             slots[k - lo] = slot
             total += slot_floats[ROW_VALUE, slot] * values[k]
+            example_squared += values[k] * values[k]
         score = scale * total
         scores[row] = score
         label = labels[row]
@@ -92,36 +95,41 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
             updates += 1
             squared = norm_state[SQUARED_NORM]
             step = eta * label / scale
+            n_kept = 0
+            for k in range(lo, hi):   # branch-free: the kept features' positions
+                kept_positions[n_kept] = k
+                n_kept += slots[k - lo] != absent
+            kept_squared = 0.0
+            for q in range(n_kept):
+                k = kept_positions[q]
+                slot = slots[k - lo]
+                old = slot_floats[ROW_VALUE, slot]
+                new = old + step * values[k]
+                slot_floats[ROW_VALUE, slot] = new
+                squared += new * new - old * old
+                kept_squared += values[k] * values[k]
+                _touch(slot_ints, slot_floats, meta, slot, abs(new))
+            if lam > 0.0:   # ||w^||: every newcomer counts before the truncation
+                newcomers = step * step * max(example_squared - kept_squared, 0.0)
+                norm = scale * math.sqrt(max(squared + newcomers, 0.0))
+                if root_lam * norm > 1.0:
+                    scale *= 1.0 / (root_lam * norm)
+            # Newcomers that may enter (branch-free pre-filter on the entry key; exact below).
+            entry_key = _entry_key(slot_ints, slot_floats, meta)
             n_new = 0
             for k in range(lo, hi):
                 delta = step * values[k]
-                slot = slots[k - lo]
-                if slot != absent:
-                    old = slot_floats[ROW_VALUE, slot]
-                    new = old + delta
-                    slot_floats[ROW_VALUE, slot] = new
-                    squared += new * new - old * old
-                    _touch(slot_ints, slot_floats, meta, slot, abs(new))
-                elif delta != 0.0:
-                    new_features[n_new] = indices[k]
-                    new_values[n_new] = delta
-                    squared += delta * delta
-                    n_new += 1
-            if lam > 0.0:
-                norm = scale * math.sqrt(max(squared, 0.0))
-                if root_lam * norm > 1.0:
-                    scale *= 1.0 / (root_lam * norm)
+                new_features[n_new] = indices[k]
+                new_values[n_new] = delta
+                n_new += (slots[k - lo] == absent) & (delta != 0.0) & (abs(delta) >= entry_key)
             for q in range(n_new):
                 if not _admits(slot_ints, slot_floats, meta, new_features[q], abs(new_values[q])):
-                    squared -= new_values[q] * new_values[q]
                     continue
                 evicted, evicted_value, accepted = _offer(
                     slot_ints, slot_floats, map_entries, meta, new_features[q],
                     abs(new_values[q]), new_values[q])
-                if not accepted:
-                    squared -= new_values[q] * new_values[q]
-                elif evicted != EMPTY:
-                    squared -= evicted_value * evicted_value
+                if accepted:
+                    squared += new_values[q] * new_values[q] - evicted_value * evicted_value
             norm_state[SINCE_EXACT] += 1.0
             if norm_state[SINCE_EXACT] >= capacity:
                 squared = _exact_squared_norm(slot_floats, meta)

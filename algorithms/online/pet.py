@@ -15,6 +15,7 @@ from numba import njit
 from algorithms.online._topset import (
     ROW_VALUE,
     _admits,
+    _entry_key,
     _longest_row,
     _map_find,
     _offer,
@@ -32,6 +33,7 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
     slots = np.empty(longest, dtype=np.int64)
     new_features = np.empty(longest, dtype=np.int64)
     new_values = np.empty(longest, dtype=np.float64)
+    kept_positions = np.empty(longest, dtype=np.int64)
     absent = slot_floats.shape[1] - 1
     updates = 0
     for row in range(len(indptr) - 1):
@@ -51,18 +53,24 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
         step = eta * label
         if power_t != 0.0:
             step /= (seen + row + 1.0) ** power_t
+        n_kept = 0
+        for k in range(lo, hi):   # branch-free: the kept features' positions
+            kept_positions[n_kept] = k
+            n_kept += slots[k - lo] != absent
+        for q in range(n_kept):
+            k = kept_positions[q]
+            slot = slots[k - lo]
+            weight = slot_floats[ROW_VALUE, slot] + step * values[k]
+            slot_floats[ROW_VALUE, slot] = weight
+            _touch(slot_ints, slot_floats, meta, slot, abs(weight))
+        # Newcomers that may enter (branch-free pre-filter on the entry key; exact below).
+        entry_key = _entry_key(slot_ints, slot_floats, meta)
         n_new = 0
         for k in range(lo, hi):
             delta = step * values[k]
-            slot = slots[k - lo]
-            if slot != absent:
-                weight = slot_floats[ROW_VALUE, slot] + delta
-                slot_floats[ROW_VALUE, slot] = weight
-                _touch(slot_ints, slot_floats, meta, slot, abs(weight))
-            elif delta != 0.0:
-                new_features[n_new] = indices[k]
-                new_values[n_new] = delta
-                n_new += 1
+            new_features[n_new] = indices[k]
+            new_values[n_new] = delta
+            n_new += (slots[k - lo] == absent) & (delta != 0.0) & (abs(delta) >= entry_key)
         for q in range(n_new):
             if not _admits(slot_ints, slot_floats, meta, new_features[q], abs(new_values[q])):
                 continue
