@@ -8,6 +8,8 @@ which made these gathers ~20% slower.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -26,6 +28,15 @@ def _dense_scores(indptr, indices, values, weights, scores):
         scores[row] = total
 
 
+@njit(cache=True, inline="always")
+def _decay(t, power_t):
+    """t ** power_t, the common power_t = 0.5 as one sqrt: correctly rounded (numba's pow
+    was up to one ulp off it) and cheaper (pow took ~4% of OGD's time)."""
+    if power_t == 0.5:
+        return math.sqrt(t)
+    return t ** power_t
+
+
 @njit(cache=True, nogil=True)
 def _ogd_fit(indptr, indices, values, labels, eta, power_t, seen, weights, scores):
     updates = 0
@@ -40,7 +51,7 @@ def _ogd_fit(indptr, indices, values, labels, eta, power_t, seen, weights, score
         if label * score >= 1.0:
             continue
         updates += 1
-        step = label * eta / (seen + row + 1.0) ** power_t
+        step = label * eta / _decay(seen + row + 1.0, power_t)
         for k in range(lo, hi):
             weights[np.uint32(indices[k])] += step * values[k]
     return updates

@@ -22,6 +22,7 @@ from algorithms.online._topset import (
     _touch,
 )
 from algorithms.online.base import check_positive
+from algorithms.online.ogd import _decay
 from algorithms.online.selecting import SelectingLearner
 from algorithms.sparse._prefetch import stream_ahead
 
@@ -52,7 +53,7 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
         updates += 1
         step = eta * label
         if power_t != 0.0:
-            step /= (seen + row + 1.0) ** power_t
+            step /= _decay(seen + row + 1.0, power_t)
         n_kept = 0
         for k in range(lo, hi):   # branch-free: the kept features' positions
             kept_positions[n_kept] = k

@@ -145,3 +145,19 @@ def test_memory_estimate_bounds_the_allocated_state(name):
     allocated = sum(v.nbytes for v in vars(learner).values() if isinstance(v, np.ndarray))
     estimate = type(learner).memory_bytes(n_features=D, budget=learner.budget)
     assert allocated <= estimate <= 2 * allocated + 4096
+
+
+def test_step_decay_is_pow_to_the_last_ulp():
+    """OGD/PET take sqrt for power_t = 0.5 (correctly rounded; numba's pow was up to one
+    ulp off it) and pow otherwise."""
+    import math
+
+    from numba import njit
+
+    from algorithms.online.ogd import _decay
+
+    decay = njit(lambda t, p: _decay(t, p))
+    for t in np.concatenate([np.arange(1.0, 5000.0), np.geomspace(1.0, 1e12, 997)]):
+        assert decay(t, 0.5) == math.sqrt(t)
+        for p in (0.5, 0.25, 1.0):
+            assert abs(decay(t, p) - t ** p) <= np.spacing(t ** p), (t, p)
