@@ -1,4 +1,4 @@
-"""Byte reads by address and byte counting, for the numba text parsers.
+"""Byte reads by address, byte counting and float bits, for the numba kernels.
 
 Passing an array to a numba function, inline ones included, costs an atomic increment and
 decrement of its reference count per call wherever numba cannot prove the pair redundant,
@@ -33,6 +33,18 @@ def u64_at(typingctx, address, pos):
         pointer = builder.gep(builder.inttoptr(args[0], ir.IntType(8).as_pointer()), [args[1]])
         return builder.load(builder.bitcast(pointer, ir.IntType(64).as_pointer()), align=1)
     return types.uint64(address, pos), codegen
+
+
+@intrinsic
+def float_bits(typingctx, x):
+    """The IEEE-754 bits of a float64 as a uint64 (a bitcast, no instruction). For x >= +0
+    the bits order like the values; negative x maps above every positive one."""
+    if not isinstance(x, types.Float) or x.bitwidth != 64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.uint64(types.float64), codegen
 
 
 @intrinsic
