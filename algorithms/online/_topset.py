@@ -36,7 +36,9 @@ from algorithms.online._hashmap import (
     META_SIZE,
     _map_delete,
     _map_find,
+    _map_hash,
     _map_insert,
+    _map_lookup,
     _map_rebuild,
     allocate_map,
 )
@@ -47,7 +49,7 @@ META_LOGGED, META_BOUND_FEATURE = 3, 4
 REBUILD = -1
 
 __all__ = ["EMPTY", "ROW_VALUE", "_admits", "_entry_key", "_longest_row", "_map_find",
-           "_offer", "_touch", "allocate", "kept", "rebuild_map"]
+           "_map_hash", "_map_lookup", "_offer", "_touch", "allocate", "kept", "rebuild_map"]
 
 
 def allocate(capacity: int) -> dict[str, np.ndarray]:
@@ -247,11 +249,12 @@ def _longest_row(indptr):
 @njit(cache=True, nogil=True)
 def _score_rows(indptr, indices, values, map_entries, meta, slot_floats, scale, out):
     """out[i] = scale * sum_k value_k * w[index_k] over row i, w stored in the slots."""
-    absent = slot_floats.shape[1] - 1
+    absent = np.uint64(slot_floats.shape[1] - 1)
+    seed, shift = _map_hash(meta)
     for row in range(len(indptr) - 1):
         total = 0.0
         for k in range(indptr[row], indptr[row + 1]):
-            slot = _map_find(map_entries, meta, np.int64(indices[k]), absent)
+            slot = _map_lookup(map_entries, seed, shift, np.uint64(np.uint32(indices[k])), absent)
             total += slot_floats[ROW_VALUE, slot] * values[k]
         out[row] = scale * total
 

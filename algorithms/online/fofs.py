@@ -24,7 +24,8 @@ from algorithms.online._topset import (
     _admits,
     _entry_key,
     _longest_row,
-    _map_find,
+    _map_hash,
+    _map_lookup,
     _offer,
     _touch,
 )
@@ -75,15 +76,18 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
     root_lam = math.sqrt(lam)
     capacity = slot_ints.shape[1]
     absent = slot_floats.shape[1] - 1
+    unsigned_absent = np.uint64(absent)
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
+        seed, shift = _map_hash(meta)   # per row: an admission may rebuild the map
         scale = norm_state[SCALE]
         total = 0.0
         example_squared = 0.0   # sum of x_k^2: a second, independent chain (free here)
         for k in range(lo, hi):
             stream_ahead(indices, values, k)
-            slot = _map_find(map_entries, meta, np.int64(indices[k]), absent)
+            slot = _map_lookup(map_entries, seed, shift, np.uint64(np.uint32(indices[k])),
+                               unsigned_absent)
             slots[k - lo] = slot
             total += slot_floats[ROW_VALUE, slot] * values[k]
             example_squared += values[k] * values[k]

@@ -17,7 +17,8 @@ from algorithms.online._topset import (
     _admits,
     _entry_key,
     _longest_row,
-    _map_find,
+    _map_hash,
+    _map_lookup,
     _offer,
     _touch,
 )
@@ -36,13 +37,16 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
     new_values = np.empty(longest, dtype=np.float64)
     kept_positions = np.empty(longest, dtype=np.int64)
     absent = slot_floats.shape[1] - 1
+    unsigned_absent = np.uint64(absent)
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
+        seed, shift = _map_hash(meta)   # per row: an admission may rebuild the map
         score = 0.0
         for k in range(lo, hi):
             stream_ahead(indices, values, k)
-            slot = _map_find(map_entries, meta, np.int64(indices[k]), absent)
+            slot = _map_lookup(map_entries, seed, shift, np.uint64(np.uint32(indices[k])),
+                               unsigned_absent)
             slots[k - lo] = slot
             score += slot_floats[ROW_VALUE, slot] * values[k]
         scores[row] = score
