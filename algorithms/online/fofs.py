@@ -31,6 +31,7 @@ from algorithms.online._topset import (
 )
 from algorithms.online.base import check_positive
 from algorithms.online.selecting import SelectingLearner
+from algorithms.sparse._bytes import float_bits
 from algorithms.sparse._prefetch import stream_ahead
 
 SCALE, SQUARED_NORM, SINCE_EXACT = 0, 1, 2
@@ -118,14 +119,19 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
                 norm = scale * math.sqrt(max(squared + newcomers, 0.0))
                 if root_lam * norm > 1.0:
                     scale *= 1.0 / (root_lam * norm)
-            # Newcomers that may enter (branch-free pre-filter on the entry key; exact below).
-            entry_key = _entry_key(slot_ints, slot_floats, meta)
+            # Newcomers that may enter: |delta| reaching the entry key (at least the smallest
+            # positive float, so delta != 0), as one unsigned compare of float bits, then
+            # absent. Few entries pass the first test (none of most rows at the tuned
+            # settings), so both branches predict well; _admits decides exactly below.
+            entry_bits = max(float_bits(max(_entry_key(slot_ints, slot_floats, meta), 0.0)),
+                             np.uint64(1))
             n_new = 0
             for k in range(lo, hi):
                 delta = step * values[k]
-                new_features[n_new] = indices[k]
-                new_values[n_new] = delta
-                n_new += (slots[k - lo] == absent) & (delta != 0.0) & (abs(delta) >= entry_key)
+                if float_bits(abs(delta)) >= entry_bits and slots[k - lo] == absent:
+                    new_features[n_new] = indices[k]
+                    new_values[n_new] = delta
+                    n_new += 1
             for q in range(n_new):
                 if not _admits(slot_ints, slot_floats, meta, new_features[q], abs(new_values[q])):
                     continue
