@@ -253,7 +253,7 @@ def _score_rows(indptr, indices, values, map_entries, meta, slot_floats, scale, 
     seed, shift = _map_hash(meta)
     for row in range(len(indptr) - 1):
         total = 0.0
-        for k in range(indptr[row], indptr[row + 1]):
+        for k in range(np.uint64(indptr[row]), np.uint64(indptr[row + 1])):
             slot = _map_lookup(map_entries, seed, shift, np.uint64(np.uint32(indices[k])), absent)
             total += slot_floats[ROW_VALUE, slot] * values[k]
         out[row] = scale * total

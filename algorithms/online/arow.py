@@ -37,7 +37,7 @@ def _arow_fit(indptr, indices, values, labels, r, coefficients, scores):
     """AROW over a batch; ``coefficients[j] = (mu_j, Sigma_j)`` (one cache line per feature)."""
     updates = 0
     for row in range(len(indptr) - 1):
-        lo, hi = indptr[row], indptr[row + 1]
+        lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])   # unsigned: see ogd.py
         score, variance = _margin_and_variance(indices, values, lo, hi, coefficients)
         scores[row] = score
         label = labels[row]

@@ -80,7 +80,7 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
     unsigned_absent = np.uint64(absent)
     updates = 0
     for row in range(len(indptr) - 1):
-        lo, hi = indptr[row], indptr[row + 1]
+        lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])   # unsigned: see ogd.py
         seed, shift = _map_hash(meta)   # per row: an admission may rebuild the map
         scale = norm_state[SCALE]
         total = 0.0

@@ -40,7 +40,7 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
     unsigned_absent = np.uint64(absent)
     updates = 0
     for row in range(len(indptr) - 1):
-        lo, hi = indptr[row], indptr[row + 1]
+        lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])   # unsigned: see ogd.py
         seed, shift = _map_hash(meta)   # per row: an admission may rebuild the map
         score = 0.0
         for k in range(lo, hi):

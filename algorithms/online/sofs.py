@@ -58,7 +58,7 @@ def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_
     new_means = np.empty(longest, dtype=np.float64)
     updates = 0
     for row in range(len(indptr) - 1):
-        lo, hi = indptr[row], indptr[row + 1]
+        lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])   # unsigned: see ogd.py
         score, variance = _margin_and_variance(indices, values, lo, hi, coefficients)
         scores[row] = score
         label = labels[row]
