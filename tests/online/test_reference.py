@@ -52,6 +52,23 @@ def test_pet_matches_reference(case, budget, hinge, power_t):
     assert len(learner.selected_features()) <= budget
 
 
+@pytest.mark.parametrize("hinge", [True, False])
+def test_pet_matches_reference_on_a_long_synthetic_stream(hinge):
+    """Long enough for the hinge variant's newcomer scan to switch to its branch form (688
+    of its 1,004 updates here, counted with an instrumented copy); the perceptron keeps
+    the branch-free form."""
+    from algorithms.datasets.online_synthetic import concatenate, make_task
+    from algorithms.datasets.online_synthetic import stream as synthetic_stream
+
+    task = make_task(1000, 40, 80, seed=3)
+    batch, y = concatenate(synthetic_stream(task, 1500, seed=3))
+    X = batch.normalized().to_scipy()
+    learner = PET(n_features=1000, budget=40, update_on="hinge" if hinge else "mistake")
+    learner.partial_fit(X, y)
+    expected = naive.pet(X.toarray(), y, 40, eta=1.0, hinge=hinge)
+    np.testing.assert_allclose(dense_weights(learner, 1000), expected, rtol=0, atol=1e-9)
+
+
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("budget", [1, 5, 17, 100])
 @pytest.mark.parametrize("lam", [0.0, 0.01, 0.5])
