@@ -35,20 +35,20 @@ from algorithms.online._hashmap import (
     EMPTY,
     META_SIZE,
     _map_delete,
-    _map_find,
     _map_hash,
     _map_insert,
     _map_lookup,
     _map_rebuild,
     allocate_map,
 )
+from algorithms.sparse._bytes import float_bits
 
 ROW_FEATURE, ROW_HEAP, ROW_POSITION, ROW_LOG = 0, 1, 2, 3
 ROW_KEY, ROW_VALUE, ROW_OLD_KEY = 0, 1, 2
 META_LOGGED, META_BOUND_FEATURE = 3, 4
 REBUILD = -1
 
-__all__ = ["EMPTY", "ROW_VALUE", "_admits", "_entry_key", "_longest_row", "_map_find",
+__all__ = ["EMPTY", "ROW_VALUE", "_admits", "_entry_bits", "_entry_key", "_longest_row",
            "_map_hash", "_map_lookup", "_offer", "_touch", "allocate", "kept", "rebuild_map"]
 
 
@@ -195,6 +195,14 @@ def _entry_key(slot_ints, slot_floats, meta):
     if meta[META_SIZE] < capacity:
         return -np.inf
     return slot_floats[ROW_KEY, capacity]
+
+
+@njit(cache=True, inline="always")
+def _entry_bits(entry_key):
+    """The float bits a newcomer's non-negative key must reach to pass ``entry_key`` (an
+    |w| key, or -inf with a free slot), at least 1 so that a zero key never passes: one
+    unsigned compare ``float_bits(key) >= _entry_bits(entry_key)`` for a branch."""
+    return max(float_bits(max(entry_key, 0.0)), np.uint64(1))
 
 
 @njit(cache=True)

@@ -22,6 +22,7 @@ from algorithms.online._topset import (
     ROW_KEY,
     ROW_VALUE,
     _admits,
+    _entry_bits,
     _entry_key,
     _longest_row,
     _map_hash,
@@ -123,8 +124,7 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
             # positive float, so delta != 0), as one unsigned compare of float bits, then
             # absent. Few entries pass the first test (none of most rows at the tuned
             # settings), so both branches predict well; _admits decides exactly below.
-            entry_bits = max(float_bits(max(_entry_key(slot_ints, slot_floats, meta), 0.0)),
-                             np.uint64(1))
+            entry_bits = _entry_bits(_entry_key(slot_ints, slot_floats, meta))
             n_new = 0
             for k in range(lo, hi):
                 delta = step * values[k]

@@ -15,6 +15,7 @@ from numba import njit
 from algorithms.online._topset import (
     ROW_VALUE,
     _admits,
+    _entry_bits,
     _entry_key,
     _longest_row,
     _map_hash,
@@ -89,7 +90,7 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
                 new_values[n_new] = delta
                 n_new += (slots[k - lo] == absent) & (delta != 0.0) & reaches
         else:
-            entry_bits = max(float_bits(max(entry_key, 0.0)), np.uint64(1))   # >= 1: no zeros
+            entry_bits = _entry_bits(entry_key)
             for k in range(lo, hi):
                 delta = step * values[k]
                 if float_bits(abs(delta)) >= entry_bits:
