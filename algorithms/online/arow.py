@@ -46,13 +46,13 @@ def _arow_fit(indptr, indices, values, labels, r, coefficients, scores):
             continue
         updates += 1
         beta = 1.0 / (variance + r)
-        alpha = loss * beta
-        for k in range(lo, hi):
+        gain = loss * beta * label
+        for k in range(lo, hi):   # with u = Sigma_j x_j: 4 multiplications, not 6
             feature = np.uint32(indices[k])
-            x = values[k]
             old_sigma = coefficients[feature, SIGMA]
-            coefficients[feature, MEAN] += alpha * label * old_sigma * x
-            coefficients[feature, SIGMA] = old_sigma - beta * old_sigma * old_sigma * x * x
+            u = old_sigma * values[k]
+            coefficients[feature, MEAN] += gain * u
+            coefficients[feature, SIGMA] = old_sigma - (beta * u) * u
     return updates
 
 

@@ -67,7 +67,7 @@ def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_
             continue
         updates += 1
         beta = 1.0 / (variance + r)
-        alpha = loss * beta
+        gain = loss * beta * label
         # A candidate is a non-kept feature whose key -Sigma_j reaches the entry key:
         # 0 < Sigma_j <= -entry_key, one unsigned compare of the float's bits (a kept
         # feature's stored Sigma is negative, its bits above every positive float). Rare
@@ -81,8 +81,9 @@ def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_
             x = values[k]
             stored = coefficients[j, SIGMA]
             old_sigma = abs(stored)
-            new_sigma = old_sigma - beta * old_sigma * old_sigma * x * x
-            step = alpha * label * old_sigma * x
+            u = old_sigma * x   # as in AROW: 4 multiplications, not 6
+            new_sigma = old_sigma - (beta * u) * u
+            step = gain * u
             kept_now = stored < 0.0
             signed_sigma = math.copysign(new_sigma, stored)   # kept stay negative
             coefficients[j, SIGMA] = signed_sigma
