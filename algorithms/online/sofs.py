@@ -87,7 +87,10 @@ def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_
             kept_now = stored < 0.0
             signed_sigma = math.copysign(new_sigma, stored)   # kept stay negative
             coefficients[j, SIGMA] = signed_sigma
-            coefficients[j, MEAN] += step if kept_now else 0.0   # others stay 0
+            # kept: += step; others stay 0 (+= +-0.0). 0.5 - copysign(0.5, stored) is 1 or 0
+            # without a branch: LLVM turned the select into a branch, mispredicted on the
+            # ~1/3 of entries that are kept (2.1x slower)
+            coefficients[j, MEAN] += step * (0.5 - math.copysign(0.5, stored))
             keys_stale |= kept_now
             if (float_bits(signed_sigma) - np.uint64(1) < limit) & (x != 0.0):
                 new_features[n_new] = j
