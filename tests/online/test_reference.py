@@ -116,6 +116,19 @@ def test_arow_and_ogd_match_reference(case):
     np.testing.assert_allclose(ogd._weights, naive.ogd(X, y, 0.7, 0.5), rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("r", [0.1, 10.0])
+def test_sofs_means_outside_the_kept_set_are_exactly_positive_zero(r):
+    """The branch-free mean update adds step * 0.0 (possibly -0.0) to features not kept:
+    their stored means must stay +0.0, and only kept features may hold a non-zero mean."""
+    X, y = stream(11, n=600, d=60, density=0.3)
+    learner = SOFS(n_features=X.shape[1], budget=7, r=r).partial_fit(X, y)
+    mean = learner._coefficients[:, 0]
+    outside = np.setdiff1d(np.arange(X.shape[1]), learner.selected_features())
+    assert learner.n_updates_ > 0 and len(outside) > 0
+    assert np.all(mean[outside] == 0.0) and not np.any(np.signbit(mean[outside]))
+    assert np.count_nonzero(mean) <= 7
+
+
 def test_sofs_budget_at_least_touched_equals_arow():
     """With B >= d nothing is truncated: SOFS is AROW."""
     X, y = stream(5)
