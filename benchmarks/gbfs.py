@@ -33,6 +33,7 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 import sklearn
+from scipy.special import logit
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
@@ -79,6 +80,15 @@ def log_losses(scores: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.mean(np.logaddexp(0.0, -signed), axis=1)
 
 
+def staged_candidates(counts, val_scores, yva, test_scores, yte, info):
+    """One candidate per tree prefix t: (features, val error, val log-loss, test error,
+    info(t) | {"T": t + 1}) from the staged raw scores, shape (T, n)."""
+    val, val_loss = errors(val_scores, yva), log_losses(val_scores, yva)
+    test = errors(test_scores, yte)
+    return [(int(c), v, vl, e, {**info(int(c)), "T": t + 1})
+            for t, (c, v, vl, e) in enumerate(zip(counts, val, val_loss, test, strict=True))]
+
+
 def prefix_counts(entry: np.ndarray, n_trees: int) -> np.ndarray:
     """Distinct features used by the first t trees, t = 1..n_trees, from entry iterations."""
     return np.searchsorted(np.sort(entry), np.arange(1, n_trees + 1), side="left")
@@ -96,15 +106,13 @@ def run_gbfs(split, T, depths, grid, min_leaf, params):
         model = GBFS(mu=mu, n_estimators=T, max_depth=depth, min_samples_leaf=min_leaf,
                      learning_rate=0.1, random_state=0, **params).fit(Xtr, ytr)
         seconds += time.perf_counter() - start
-        staged = np.array(list(model.staged_decision_function(Xva)))
-        val, val_loss = errors(staged, yva), log_losses(staged, yva)
-        test = errors(np.array(list(model.staged_decision_function(Xte))), yte)
-        counts = prefix_counts(model.feature_entry_iteration_, T)
         selected = model.selected_features_.tolist()
-        cands += [(int(c), v, vl, e, {"mu": mu, "depth": depth, "T": t + 1,
-                                      "selected": selected[:c]})
-                  for t, (c, v, vl, e) in enumerate(zip(counts, val, val_loss, test,
-                                                        strict=True))]
+        cands += staged_candidates(
+            prefix_counts(model.feature_entry_iteration_, T),
+            np.array(list(model.staged_decision_function(Xva))), yva,
+            np.array(list(model.staged_decision_function(Xte))), yte,
+            lambda c, mu=mu, depth=depth, selected=selected: {
+                "mu": mu, "depth": depth, "selected": selected[:c]})
     return cands, seconds, len(grid) * len(depths)
 
 
@@ -151,13 +159,10 @@ def run_lightgbm(split, T, depths, grid, min_leaf, lam):
         names = bst.feature_name()
         first = frame.groupby("split_feature")["tree_index"].min()
         entry = np.array([first[n] for n in names if n in first.index])
-        counts = prefix_counts(entry, n_trees)
-        staged = _lgb_staged(bst, Xva, n_trees)
-        val, val_loss = errors(staged, yva), log_losses(staged, yva)
-        test = errors(_lgb_staged(bst, Xte, n_trees), yte)
-        cands += [(int(c), v, vl, e, {"penalty": penalty, "depth": depth, "T": t + 1})
-                  for t, (c, v, vl, e) in enumerate(zip(counts, val, val_loss, test,
-                                                        strict=True))]
+        cands += staged_candidates(
+            prefix_counts(entry, n_trees), _lgb_staged(bst, Xva, n_trees), yva,
+            _lgb_staged(bst, Xte, n_trees), yte,
+            lambda c, penalty=penalty, depth=depth: {"penalty": penalty, "depth": depth})
     return cands, seconds, len(grid) * len(depths)
 
 
@@ -197,9 +202,10 @@ def run_rf_fs(split, rank_trees, retrain_trees, ks):
                                        random_state=0).fit(Xtr[:, top], ytr)
         val, test = (float(np.mean(model.predict(A[:, top]) != b)) for A, b in ((Xva, yva),
                                                                                  (Xte, yte)))
-        # a forest's votes as a probability, kept off 0 and 1 so one sure miss stays finite
+        # a forest's votes as a probability, kept off 0 and 1 so one sure miss stays finite,
+        # scored as the margin log(p / (1 - p))
         proba = np.clip(model.predict_proba(Xva[:, top])[:, 1], 1e-3, 1 - 1e-3)
-        val_loss = float(-np.mean(np.where(yva == 1, np.log(proba), np.log1p(-proba))))
+        val_loss = float(log_losses(logit(proba)[None, :], yva)[0])
         cands.append((k, val, val_loss, test, {"k": int(k)}))
     return cands, time.perf_counter() - start, 1 + len(ks)
 
