@@ -35,6 +35,7 @@ from _report import best_time, table, write_json  # noqa: E402
 from algorithms.datasets.online_synthetic import concatenate, make_task, make_x1, stream  # noqa: E402
 from algorithms.online import LEARNERS  # noqa: E402
 from algorithms.sparse import CSRBatch  # noqa: E402
+from algorithms.sparse._prefetch import stream_ahead  # noqa: E402
 from algorithms.sparse.libsvm import iter_libsvm, load_libsvm, write_libsvm  # noqa: E402
 
 BUDGETS = [50, 100, 200, 400, 800]
@@ -299,14 +300,40 @@ def end_to_end(X, y, rows_in_file, chosen, workdir: Path, vw_timing):
     return rows, size_mb
 
 
+@njit(cache=True)
+def _touch_state(indptr, indices, values, state):
+    """Per row, sum x_j mu_j + x_j^2 Sigma_j from a (d, 2) state, then write both back
+    nudged: the reads and writes of SOFS's (and AROW's) step on its O(d) state, without the
+    learning; the memory floor of a step at that d."""
+    total = 0.0
+    for row in range(len(indptr) - 1):
+        lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])
+        for k in range(lo, hi):
+            stream_ahead(indices, values, k)   # as the learners do
+            j, x = np.uint32(indices[k]), values[k]
+            total += x * state[j, 0] + x * x * state[j, 1]
+        nudge = 1e-12 / (1.0 + abs(total))
+        for k in range(lo, hi):
+            j, x = np.uint32(indices[k]), values[k]
+            state[j, 0] += nudge * x
+            state[j, 1] -= nudge * x * x
+    return total
+
+
 def scaling(n, dimensions):
-    """Time per example at fixed m = 600 as d grows (B = 200)."""
+    """Time per example at fixed m = 600 as d grows (B = 200), and the memory floor of a
+    step on an O(d) state like SOFS's (``_touch_state``)."""
     rows = []
     for d in dimensions:
         task = make_task(d, 200, 400, seed=7)
         X, y = concatenate(stream(task, n, seed=7))
         X = X.normalized()
         row = {"d": f"{d:.0e}"}
+        state = np.ones((d, 2))   # written, so its pages are in memory as SOFS's are
+        _touch_state(X.indptr[:2], X.indices, X.values, state)
+        row["state_floor_us_per_example"] = best_time(
+            lambda b=X, s=state: _touch_state(b.indptr, b.indices, b.values, s)) / n * 1e6
+        del state
         for name in ("sofs", "fofs", "pet"):
             LEARNERS[name](n_features=d, budget=200).partial_fit(X.row_slice(0, 50), y[:50])
             learners = [LEARNERS[name](n_features=d, budget=200) for _ in range(2)]
@@ -318,7 +345,7 @@ def scaling(n, dimensions):
             row[f"{name}_us_per_example"] = min(times) / n * 1e6
         rows.append(row)
         print(f"  d={d:.0e}: {row}", flush=True)
-    for name in ("sofs", "fofs", "pet"):
+    for name in ("state_floor", "sofs", "fofs", "pet"):
         key = f"{name}_us_per_example"
         for row in rows:
             row[f"{name}_vs_smallest_d"] = row[key] / rows[0][key]
@@ -370,7 +397,7 @@ def main() -> None:
                 "the scipy matrix scikit-learn gets)"))
     print(table(e2e, ["method", "examples_per_s", "seconds", "MB_per_s"],
                 f"End to end from a libsvm file ({size_mb:.0f} MB)"))
-    print(table(scale, ["d"] + [f"{a}_{k}" for a in ("sofs", "fofs", "pet")
+    print(table(scale, ["d"] + [f"{a}_{k}" for a in ("state_floor", "sofs", "fofs", "pet")
                                 for k in ("us_per_example", "vs_smallest_d")],
                 "Time per example vs dimension (m = 600, B = 200)"))
     print(f"\nwrote {path}")
