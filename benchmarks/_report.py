@@ -30,7 +30,9 @@ def table(rows: list[dict[str, Any]], columns: list[str], title: str = "") -> st
     """Render rows as a GitHub-markdown table (also readable in a terminal)."""
     def cell(value):
         if isinstance(value, float):
-            return f"{value:,.4f}" if abs(value) < 10 else f"{value:,.0f}"
+            if abs(value) < 10:
+                return f"{value:,.4f}"
+            return f"{value:,.2f}" if abs(value) < 1000 else f"{value:,.0f}"
         return "" if value is None else str(value)
     lines = [f"\n### {title}\n"] if title else []
     lines.append("| " + " | ".join(columns) + " |")
@@ -46,6 +48,21 @@ def write_json(name: str, payload: dict[str, Any]) -> Path:
     payload = {"machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **payload}
     path.write_text(json.dumps(payload, indent=2, default=float))
     return path
+
+
+def best_times_interleaved(functions: dict[str, Callable[[], Any]],
+                          rounds: int = 5) -> dict[str, float]:
+    """Smallest wall time (seconds) of each function over ``rounds`` rounds that call every
+    function once, in turn. On a shared machine whose speed drifts by tens of percent
+    within minutes, timing each function's repeats back to back put that drift into the
+    ratios between them; interleaved, every function meets the same slow and fast spells."""
+    best = dict.fromkeys(functions, float("inf"))
+    for _ in range(rounds):
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def best_time(function: Callable[[], Any], repeat: int = 3) -> float:
