@@ -12,111 +12,32 @@ exponent within +-22 is exact by Clinger's fast path when the mantissa is below 
 otherwise, for negative exponents down to -27, by an exact integer division ``M / 5^k``
 with round-half-even on 53 bits (``k`` = the decimal places). Other numbers give up.
 A fraction's digits are read eight at a time (``service._swar``) while eight remain. The
-inline helpers read the body by address (``algorithms.sparse._bytes``): no reference
-counting per number.
+conversion is shared with the libsvm reader (``algorithms.sparse._decimal``); the inline
+helpers read the body by address (``algorithms.sparse._bytes``): no reference counting per
+number.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
 from algorithms.sparse._bytes import byte_at, decimal_digits, u64_at
+from algorithms.sparse._decimal import (
+    MAX_DIGITS,
+    exact_float,
+    significant_digits,
+    unsigned_digits,
+)
 from service._swar import all_digits, eight_digits
 
 GIVE_UP = 1  # status of a body the scanner does not handle (parse it with orjson)
 
-_POW10 = np.array([10.0 ** k for k in range(23)])
-_POW5 = np.array([5 ** k for k in range(28)], dtype=np.uint64)
-_RECIP_SHIFT = np.array([63 + (5 ** k).bit_length() for k in range(28)], dtype=np.int64)
-_RECIP = np.array([0] + [(1 << int(_RECIP_SHIFT[k])) // 5 ** k for k in range(1, 28)],
-                  dtype=np.uint64)  # floor(2^shift / 5^k) in [2^63, 2^64); k = 0 unused
-_POW2_MIN = -160  # 2^e for the exponents _divide_fast can produce (-142 .. 8)
-_POW2 = np.array([2.0**e for e in range(_POW2_MIN, 17)])
-_TWO54 = np.uint64(1 << 54)
-_ONE = np.uint64(1)
 _ZERO = np.uint64(0)
-_TEN = np.uint64(10)
 _KEY_INDICES = np.frombuffer(b"indices", dtype=np.uint8)
 _KEY_VALUES = np.frombuffer(b"values", dtype=np.uint8)
 _KEY_LABEL = np.frombuffer(b"label", dtype=np.uint8)
 _KEY_EXAMPLES = np.frombuffer(b"examples", dtype=np.uint8)
-
-
-@intrinsic
-def _leading_zeros(typingctx, x):
-    """Leading zero bits of a uint64 (64 for 0): one instruction (LLVM ctlz)."""
-    def codegen(context, builder, signature, args):
-        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
-    return types.uint64(types.uint64), codegen
-
-
-@njit(cache=True, inline="always")
-def _bit_length(x):
-    return 64 - np.int64(_leading_zeros(x))
-
-
-@intrinsic
-def _mul_128(typingctx, a, b):
-    """The 128-bit product of two uint64 as (high, low): one widening multiply."""
-    def codegen(context, builder, signature, args):
-        wide = ir.IntType(128)
-        product = builder.mul(builder.zext(args[0], wide), builder.zext(args[1], wide))
-        high = builder.trunc(builder.lshr(product, ir.Constant(wide, 64)), ir.IntType(64))
-        low = builder.trunc(product, ir.IntType(64))
-        return context.make_tuple(builder, signature.return_type, [high, low])
-    return types.UniTuple(types.uint64, 2)(types.uint64, types.uint64), codegen
-
-
-@njit(cache=True)
-def _divide(mantissa, k, divisor):
-    """mantissa / 10^k correctly rounded (round half to even), 0 <= k <= 27, mantissa > 0,
-    ``divisor`` = 5^k."""
-    q = mantissa // divisor
-    r = mantissa - q * divisor
-    shift = 0
-    room = 64 - _bit_length(divisor)  # r < divisor: r << room cannot overflow
-    while q < _TWO54:  # append quotient bits until there are 55 (53 + guard + 1)
-        step = min(room, 55 - _bit_length(q))
-        c = np.uint64(step)
-        r <<= c
-        digit = r // divisor
-        q = (q << c) | digit
-        r -= digit * divisor
-        shift += step
-    extra = _bit_length(q) - 53
-    e = np.uint64(extra)
-    top = q >> e
-    rest = q & ((_ONE << e) - _ONE)
-    half = _ONE << np.uint64(extra - 1)
-    if rest > half or (rest == half and (r != _ZERO or (top & _ONE) == _ONE)):
-        top += _ONE
-    return math.ldexp(float(top), extra - shift - k)
-
-
-@njit(cache=True, inline="always")
-def _divide_fast(mantissa, k, reciprocal, shift, divisor):
-    """mantissa / 10^k correctly rounded, 1 <= k <= 27: one 64x64 -> 128-bit product with
-    ``reciprocal`` = floor(2^shift / 5^k) in [2^63, 2^64) gives the quotient to within
-    2^64 in its low 64 bits; when that cannot move the rounding of the 53 kept bits the
-    result is exact, else (about 1 in 500 numbers) the exact long division decides."""
-    z = 64 - _bit_length(mantissa)
-    high, low = _mul_128(mantissa << np.uint64(z), reciprocal)
-    drop = 11 if high >= (_ONE << np.uint64(63)) else 10  # bits of `high` below the kept 53
-    kept = high >> np.uint64(drop)
-    rest = high & ((_ONE << np.uint64(drop)) - _ONE)
-    half = _ONE << np.uint64(drop - 1)
-    if rest + _ONE < half:
-        pass  # the dropped bits stay below one half whatever the error: round down
-    elif rest > half or (rest == half and low > _ZERO):
-        kept += _ONE  # the dropped bits exceed one half: round up
-    else:
-        return _divide(mantissa, k, divisor)
-    return float(kept) * _POW2[64 + drop - shift - z - k - _POW2_MIN]  # exact: a power of 2
 
 
 @njit(cache=True, inline="always")
@@ -161,12 +82,7 @@ def _number(buf, pos, end):
         if pos < end and 48 <= byte_at(buf, pos) <= 57:
             return 0.0, pos, False, False
     else:
-        while pos < end:
-            digit = np.uint64(byte_at(buf, pos)) - np.uint64(48)
-            if digit > 9:
-                break
-            mantissa = mantissa * _TEN + digit
-            pos += 1
+        mantissa, pos = unsigned_digits(buf, pos, end, mantissa)
     digits = pos - first
     exponent = 0
     integer = True
@@ -180,21 +96,13 @@ def _number(buf, pos, end):
                 break
             mantissa = mantissa * np.uint64(100000000) + eight_digits(word)
             pos += 8
-        while pos < end:
-            digit = np.uint64(byte_at(buf, pos)) - np.uint64(48)
-            if digit > 9:
-                break
-            mantissa = mantissa * _TEN + digit
-            pos += 1
+        mantissa, pos = unsigned_digits(buf, pos, end, mantissa)
         if pos == fraction:
             return 0.0, pos, False, False
         exponent = fraction - pos
         digits += pos - fraction
-    if digits > 19:  # leading zeros are not significant digits (nor do they overflow)
-        for k in range(first, pos):
-            if byte_at(buf, k) != 48 and byte_at(buf, k) != 46:
-                break
-            digits -= byte_at(buf, k) == 48
+    if digits > MAX_DIGITS:
+        digits = significant_digits(buf, first, pos, digits)
     if pos < end and (byte_at(buf, pos) == 101 or byte_at(buf, pos) == 69):  # 'e' 'E'
         integer = False
         pos += 1
@@ -210,21 +118,15 @@ def _number(buf, pos, end):
                 written = written * 10 + (byte_at(buf, pos) - 48)
             pos += 1
         exponent += -written if exp_negative else written
-    if digits > 19 or (integer and digits > 18):
+    if digits > MAX_DIGITS or (integer and digits > 18):
         return 0.0, start, integer, False
     if mantissa == _ZERO:
         value = 0.0
         if negative and not integer:
             value = -0.0
         return value, pos, integer, True
-    if mantissa <= np.uint64(1 << 53) and -22 <= exponent <= 22:
-        m = float(mantissa)
-        value = m * _POW10[exponent] if exponent >= 0 else m / _POW10[-exponent]
-    elif -27 <= exponent <= 0:
-        k = -exponent
-        value = _divide_fast(mantissa, k, _RECIP[k], _RECIP_SHIFT[k], _POW5[k]) if k > 0 \
-            else float(mantissa)
-    else:
+    value, exact = exact_float(mantissa, exponent)
+    if not exact:
         return 0.0, start, integer, False
     if integer:  # orjson makes an int of it (|value| < 2^63: at most 18 digits)
         value = float(np.int64(mantissa))

@@ -78,8 +78,8 @@ def byte_pattern(byte: int) -> np.uint64:
 def decimal_digits(address, pos, end, value):
     """Append the decimal digits at ``address + pos`` to ``value`` (int64): (value * 10^k +
     their value, the position after them). The caller bounds the digit count (int64 wraps
-    past 18 digits). The one digit loop of the libsvm reader and the JSON scanner's
-    integers."""
+    past 18 digits). The JSON scanner's integers; the float readers take
+    ``_decimal.unsigned_digits``."""
     while pos < end:
         digit = np.uint64(byte_at(address, pos)) - np.uint64(48)
         if digit > 9:

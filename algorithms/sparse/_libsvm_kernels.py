@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from algorithms.sparse._bytes import byte_at, byte_pattern, decimal_digits, u64_at, zero_bytes
+from algorithms.sparse._bytes import byte_at, byte_pattern, u64_at, zero_bytes
+from algorithms.sparse._decimal import (
+    MAX_DIGITS,
+    exact_float,
+    significant_digits,
+    unsigned_digits,
+)
 from algorithms.sparse.csr import MAX_FEATURES
 
 _OK, _BAD_LABEL, _BAD_INDEX, _NO_COLON, _BAD_VALUE, _INDEX_TOO_LARGE, _ZERO_INDEX, \
@@ -21,7 +27,6 @@ _MESSAGES = {
     _DUPLICATE: "the same feature index appears twice",
     _NON_FINITE: "the value is not finite",
 }
-_POW10 = np.array([10.0 ** k for k in range(23)])
 _SPACE, _TAB, _CR, _NL, _HASH, _COLON = 32, 9, 13, 10, 35, 58
 
 
@@ -40,24 +45,26 @@ def _ends_token(c):
 def _parse_number(address, pos, end):
     """Parse a decimal float at ``pos`` of the buffer at ``address`` (see ``_bytes``).
     Returns (value, next position, status): status 0 exact, 1 invalid, 2 valid but outside
-    the exact fast path (mantissa >= 2^53, more than 18 digits, or |decimal exponent| > 22)."""
+    the exact paths of ``exact_float`` (more than 19 significant digits, leading zeros not
+    counted, or an exponent out of their range)."""
     negative = False
     if pos < end:  # an optional '-' or '+', without a branch (signs are unpredictable)
         negative = byte_at(address, pos) == 45
         pos += np.int64(negative | (byte_at(address, pos) == 43))
-    mantissa = np.int64(0)
-    start = pos
-    mantissa, pos = decimal_digits(address, pos, end, mantissa)
-    digits = pos - start  # counted from positions: no counter updates per digit
+    first = pos
+    mantissa, pos = unsigned_digits(address, pos, end, np.uint64(0))
+    digits = pos - first  # counted from positions: no counter updates per digit
     exponent = 0
     if pos < end and byte_at(address, pos) == 46:  # '.'
         pos += 1
         start = pos
-        mantissa, pos = decimal_digits(address, pos, end, mantissa)
+        mantissa, pos = unsigned_digits(address, pos, end, mantissa)
         exponent = start - pos
         digits -= exponent
     if digits == 0:
         return 0.0, pos, 1
+    if digits > MAX_DIGITS:  # e.g. repr of 0.000123...: leading zeros do not count
+        digits = significant_digits(address, first, pos, digits)
     if pos < end and (byte_at(address, pos) == 101 or byte_at(address, pos) == 69):  # 'e' 'E'
         pos += 1
         exp_negative = False
@@ -72,16 +79,11 @@ def _parse_number(address, pos, end):
                 written = written * 10 + (byte_at(address, pos) - 48)
             pos += 1
         exponent += -written if exp_negative else written
-    if digits > 18 or mantissa > 9007199254740992:
+    if digits > MAX_DIGITS:
         return 0.0, pos, 2
-    if mantissa == 0:
-        value = 0.0
-    elif exponent > 22 or exponent < -22:
+    value, exact = exact_float(mantissa, exponent)
+    if not exact:
         return 0.0, pos, 2
-    elif exponent >= 0:
-        value = mantissa * _POW10[exponent]
-    else:
-        value = mantissa / _POW10[-exponent]
     return (-value if negative else value), pos, 0
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
-from algorithms.sparse import CSRBatch, as_csr_batch, libsvm
+from algorithms.sparse import CSRBatch, _libsvm_kernels, as_csr_batch, libsvm
 from algorithms.sparse.libsvm import (
     LibsvmFormatError,
     iter_libsvm,
@@ -199,6 +199,25 @@ def test_values_are_parsed_like_python_float(seed):
     batch, _ = parse_libsvm(text, n_features=len(tokens))
     expected = np.array([float(t) for t in tokens])
     assert batch.values.tobytes() == expected.tobytes()
+
+
+def test_shortest_repr_values_stay_on_the_exact_path():
+    """``repr`` of doubles from 1e-9 to 1e3 (what ``write_libsvm`` writes by default: 16-17
+    significant digits, up to 9 leading zeros, exponents to e-09) parses to the same
+    doubles with no token left to the slow path: leading zeros are not significant digits.
+    Counting them sent 55% of a normalized X1 file to Python's ``float`` (468 rows/s)."""
+    rng = np.random.default_rng(5)
+    values = rng.choice([-1.0, 1.0], 5000) * rng.uniform(1.0, 10.0, 5000) \
+        * 10.0 ** rng.integers(-9, 3, 5000)
+    text = "".join(f"1 {k + 1}:{float(v)!r}\n" for k, v in enumerate(values)).encode()
+    buf = np.frombuffer(text, dtype=np.uint8)
+    indices, numbers = np.empty(len(values), np.int32), np.empty(len(values))
+    result = _libsvm_kernels._parse(buf, len(values) + 1, indices, numbers, True)
+    rows, code, n_hard = result[2], result[4], result[9]
+    assert (rows, code, n_hard) == (len(values), 0, 0)
+    assert numbers.tobytes() == values.tobytes()
+    batch, _ = parse_libsvm(text, n_features=len(values))
+    assert batch.values.tobytes() == values.tobytes()
 
 
 _LINE = st.tuples(
