@@ -296,6 +296,19 @@ def end_to_end(X, y, rows_in_file, chosen, workdir: Path, vw_timing):
              "MB_per_s": size_mb / parse_seconds},
             {"method": "sklearn load_svmlight_file + SGD partial_fit",
              "examples_per_s": rows_in_file / sk_seconds, "seconds": sk_seconds}]
+    # The same rows written exactly (write_libsvm's default, shortest repr: 16-17 digits)
+    exact_path = workdir / "train_exact.svm"
+    write_libsvm(exact_path, part, labels)
+    exact_mb = exact_path.stat().st_size / 1e6
+    exact_seconds = best_time(lambda: load_libsvm(exact_path, n_features=X.n_features), 2)
+    sk_exact_seconds = best_time(lambda: load_svmlight_file(str(exact_path),
+                                                            n_features=X.n_features), 1)
+    rows += [{"method": f"featurebudget load_libsvm (parse only), exact values ({exact_mb:.0f} MB)",
+              "examples_per_s": rows_in_file / exact_seconds, "seconds": exact_seconds,
+              "MB_per_s": exact_mb / exact_seconds},
+             {"method": "sklearn load_svmlight_file (parse only), exact values",
+              "examples_per_s": rows_in_file / sk_exact_seconds, "seconds": sk_exact_seconds,
+              "MB_per_s": exact_mb / sk_exact_seconds}]
     if "vw_file_seconds" in vw_timing:
         n_train = vw_timing["n_train"]
         rows.append({"method": "vowpal wabbit -d (own format, logistic)",
