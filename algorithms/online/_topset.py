@@ -21,7 +21,7 @@ Layout (flat numpy arrays; ``C`` = capacity):
   the "absent" slot: value 0 (branch-free scoring), key = the lower bound.
 - ``meta`` int64 (5,): size, hash seed, hash shift, touch-log length (-1: rebuild needed),
   feature of the lower bound.
-- ``map_entries``: the cuckoo map feature -> slot (``_hashmap``).
+- ``map_entries``: the map feature -> slot, a direct table or a cuckoo hash (``_featuremap``).
 """
 
 from __future__ import annotations
@@ -31,16 +31,15 @@ import math
 import numpy as np
 from numba import njit
 
-from algorithms.online._hashmap import (
-    EMPTY,
-    META_SIZE,
+from algorithms.online._featuremap import (
     _map_delete,
     _map_hash,
     _map_insert,
     _map_lookup,
-    _map_rebuild,
     allocate_map,
 )
+from algorithms.online._featuremap import rebuild_map as _rebuild_map
+from algorithms.online._hashmap import EMPTY, META_SIZE
 from algorithms.sparse._bytes import float_bits
 
 ROW_FEATURE, ROW_HEAP, ROW_POSITION, ROW_LOG = 0, 1, 2, 3
@@ -52,10 +51,11 @@ __all__ = ["EMPTY", "ROW_VALUE", "_admits", "_entry_bits", "_entry_key", "_longe
            "_map_hash", "_map_lookup", "_offer", "_touch", "allocate", "kept", "rebuild_map"]
 
 
-def allocate(capacity: int) -> dict[str, np.ndarray]:
-    """Arrays of an empty top set able to hold ``capacity`` features."""
+def allocate(capacity: int, n_features: int | None = None) -> dict[str, np.ndarray]:
+    """Arrays of an empty top set able to hold ``capacity`` of ``n_features`` features
+    (the feature map's layout depends on both: ``_featuremap``)."""
     capacity = max(int(capacity), 1)
-    map_entries, shift = allocate_map(capacity)
+    map_entries, shift = allocate_map(capacity, n_features)
     slot_floats = np.zeros((3, capacity + 1), dtype=np.float64)
     slot_floats[ROW_KEY, capacity] = np.inf
     return {
@@ -66,11 +66,10 @@ def allocate(capacity: int) -> dict[str, np.ndarray]:
     }
 
 
-def rebuild_map(slot_ints: np.ndarray, meta: np.ndarray, table_size: int):
-    """The hash map's entries for the occupied slots (used when loading a saved state)."""
-    map_entries = np.full(table_size, EMPTY, dtype=np.int64)
-    _map_rebuild(slot_ints, map_entries, meta)
-    return map_entries
+def rebuild_map(slot_ints: np.ndarray, meta: np.ndarray, template: np.ndarray):
+    """A feature map of ``template``'s layout holding the occupied slots (used when
+    loading a saved state)."""
+    return _rebuild_map(slot_ints, meta, template)
 
 
 @njit(cache=True, inline="always")

@@ -14,9 +14,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from algorithms.online._featuremap import map_bytes
 from algorithms.sparse import CSRBatch, as_csr_batch
 
-_TOP_SET_BYTES_PER_SLOT = 4 * 8 + 3 * 8 + 8 * 8   # slot arrays + cuckoo map (load 1/8 to 1/4)
+_TOP_SET_BYTES_PER_SLOT = 4 * 8 + 3 * 8   # slot arrays (the feature map: ``map_bytes``)
+_SMALL_STATE_BYTES = 128   # a learner's fixed-size arrays (top set meta, FOFS's norm state)
 
 
 class OnlineLearner:
@@ -92,7 +94,9 @@ class OnlineLearner:
         for selectors, the top set of min(B, d) features): check before constructing."""
         total = cls._bytes_per_feature * int(n_features)
         if cls.selects and budget is not None:
-            total += _TOP_SET_BYTES_PER_SLOT * min(int(budget), int(n_features))
+            capacity = max(min(int(budget), int(n_features)), 1)
+            total += (_TOP_SET_BYTES_PER_SLOT * (capacity + 1) + _SMALL_STATE_BYTES
+                      + map_bytes(capacity, int(n_features)))
         return total
 
     def get_params(self) -> dict[str, Any]:

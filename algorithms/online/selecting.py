@@ -1,7 +1,8 @@
 """Common state of the selecting learners (PET, FOFS, SOFS): a top set of <= B features.
 
-Only kept features have non-zero weights, so the weights live in the top set's slots and
-the memory of PET and FOFS is O(B) whatever the dimension d.
+Only kept features have non-zero weights, so the weights live in the top set's slots; the
+memory of PET and FOFS is O(B) plus, for d <= 2^21, a direct feature -> slot table of 2
+bytes per feature (``_featuremap``), which scores an example ~1.5x faster than the hash.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ class SelectingLearner(OnlineLearner):
 
     def __init__(self, *, n_features: int, budget: int) -> None:
         super().__init__(n_features=n_features, budget=budget)
-        arrays = _topset.allocate(min(self.budget, self.n_features))
+        arrays = _topset.allocate(min(self.budget, self.n_features), self.n_features)
         for key, array in arrays.items():
             setattr(self, "_" + key, array)
 
     def _after_load(self) -> None:
-        self._map_entries = _topset.rebuild_map(
-            self._slot_ints, self._meta, len(self._map_entries))
+        self._map_entries = _topset.rebuild_map(self._slot_ints, self._meta,
+                                                self._map_entries)
 
     def _weight_scale(self) -> float:
         """Factor from stored slot values to weights (FOFS keeps a lazy scale)."""

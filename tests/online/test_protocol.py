@@ -161,3 +161,24 @@ def test_step_decay_is_pow_to_the_last_ulp():
         assert decay(t, 0.5) == math.sqrt(t)
         for p in (0.5, 0.25, 1.0):
             assert abs(decay(t, p) - t ** p) <= np.spacing(t ** p), (t, p)
+
+
+@pytest.mark.parametrize("name", ["pet", "fofs", "sofs"])
+def test_state_moves_between_feature_map_layouts(name, monkeypatch):
+    """A state saved with the cuckoo map (d > 2^21) resumes bit-exactly with the direct
+    table, and back: the map is not saved, it is rebuilt from the slots on load."""
+    from algorithms.online import _featuremap
+
+    X, y = data(5, n=200)
+    with monkeypatch.context() as patch:
+        patch.setattr(_featuremap, "DIRECT_MAX_FEATURES", 0)
+        cuckoo = make(name).partial_fit(X[:100], y[:100])
+        assert cuckoo._map_entries.dtype == np.int64
+    direct = learner_from_state(cuckoo.state_dict())
+    assert direct._map_entries.dtype == np.uint16
+    for learner in (cuckoo, direct):
+        learner.partial_fit(X[100:], y[100:])
+    np.testing.assert_array_equal(direct.decision_function(X), cuckoo.decision_function(X))
+    for key, value in cuckoo.state_dict().items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(direct.state_dict()[key], value)

@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from algorithms.online import AROW, FOFS, OGD, PET, SOFS
+from algorithms.online import AROW, FOFS, OGD, PET, SOFS, _featuremap
 from tests.online import naive
+
+
+@pytest.fixture(params=["direct", "cuckoo"])
+def map_layout(request, monkeypatch):
+    """Run a selector's test with each feature -> slot map layout (``_featuremap``)."""
+    if request.param == "cuckoo":
+        monkeypatch.setattr(_featuremap, "DIRECT_MAX_FEATURES", 0)
+    return "int64" if request.param == "cuckoo" else "uint16"
 
 
 def stream(seed, n=300, d=40, density=0.15, binary=False, empty_every=0):
@@ -41,10 +49,11 @@ CASES = [
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("budget", [1, 5, 17, 100])   # 100 > d: budget larger than d
 @pytest.mark.parametrize("hinge, power_t", [(False, 0.0), (True, 0.0), (True, 0.5)])
-def test_pet_matches_reference(case, budget, hinge, power_t):
+def test_pet_matches_reference(case, budget, hinge, power_t, map_layout):
     X, y = stream(**case)
     learner = PET(n_features=X.shape[1], budget=budget, eta=0.5, power_t=power_t,
                   update_on="hinge" if hinge else "mistake")
+    assert learner._map_entries.dtype == map_layout
     for chunk in np.array_split(np.arange(len(y)), 3):   # batching must not matter
         learner.partial_fit(sp.csr_matrix(X[chunk]), y[chunk])
     expected = naive.pet(X, y, budget, eta=0.5, hinge=hinge, power_t=power_t)
@@ -53,7 +62,7 @@ def test_pet_matches_reference(case, budget, hinge, power_t):
 
 
 @pytest.mark.parametrize("hinge", [True, False])
-def test_pet_matches_reference_on_a_long_synthetic_stream(hinge):
+def test_pet_matches_reference_on_a_long_synthetic_stream(hinge, map_layout):
     """Long enough for the hinge variant's newcomer scan to switch to its branch form (688
     of its 1,004 updates here, counted with an instrumented copy); the perceptron keeps
     the branch-free form."""
@@ -72,9 +81,10 @@ def test_pet_matches_reference_on_a_long_synthetic_stream(hinge):
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("budget", [1, 5, 17, 100])
 @pytest.mark.parametrize("lam", [0.0, 0.01, 0.5])
-def test_fofs_matches_reference(case, budget, lam):
+def test_fofs_matches_reference(case, budget, lam, map_layout):
     X, y = stream(**case)
     learner = FOFS(n_features=X.shape[1], budget=budget, eta=0.3, lam=lam)
+    assert learner._map_entries.dtype == map_layout
     learner.partial_fit(X, y)
     expected = naive.fofs(X, y, budget, eta=0.3, lam=lam)
     got = dense_weights(learner, X.shape[1])
@@ -93,9 +103,10 @@ def test_fofs_long_stream_folds_scale():
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("budget", [1, 5, 17, 100])
 @pytest.mark.parametrize("r", [0.1, 1.0])
-def test_sofs_matches_reference(case, budget, r):
+def test_sofs_matches_reference(case, budget, r, map_layout):
     X, y = stream(**case)
     learner = SOFS(n_features=X.shape[1], budget=budget, r=r)
+    assert learner._map_entries.dtype == map_layout
     for chunk in np.array_split(np.arange(len(y)), 4):
         learner.partial_fit(X[chunk], y[chunk])
     mu, sigma = naive.arow(X, y, r=r, budget=budget)

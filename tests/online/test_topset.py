@@ -1,4 +1,5 @@
-"""Property tests of the lazily ordered top set and its cuckoo map against a brute force."""
+"""Property tests of the lazily ordered top set and its feature maps (direct table and
+cuckoo hash) against a brute force."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from algorithms.online import _topset as ts
-from algorithms.online._hashmap import _map_find
+from algorithms.online._featuremap import _map_find
 
 
 def ranks_below(a, b):
@@ -49,9 +50,9 @@ operations = st.lists(
 
 
 @settings(max_examples=150, deadline=None)
-@given(capacity=st.integers(1, 12), ops=operations)
-def test_top_set_keeps_the_best_offered_features(capacity, ops):
-    top = ts.allocate(capacity)
+@given(capacity=st.integers(1, 12), ops=operations, n_features=st.sampled_from([None, 41]))
+def test_top_set_keeps_the_best_offered_features(capacity, ops, n_features):
+    top = ts.allocate(capacity, n_features)   # None: the cuckoo map; 41: a direct table
     args = lambda: (top["slot_ints"], top["slot_floats"], top["map_entries"],  # noqa: E731
                     top["meta"])
     kept: dict[int, float] = {}
@@ -90,6 +91,7 @@ def test_top_set_keeps_the_best_offered_features(capacity, ops):
 def test_cuckoo_map_finds_every_key_after_inserts_and_deletes(features):
     capacity = len(features)
     top = ts.allocate(capacity)
+    assert top["map_entries"].dtype == "int64"
     for feature in features:
         ts._offer(top["slot_ints"], top["slot_floats"], top["map_entries"],
                   top["meta"], feature, 1.0, 1.0)
@@ -100,10 +102,42 @@ def test_cuckoo_map_finds_every_key_after_inserts_and_deletes(features):
                   top["meta"], feature, 2.0, 1.0)
     for feature in features:
         assert _map_find(top["map_entries"], top["meta"], feature, -7) == -7
-    rebuilt = ts.rebuild_map(top["slot_ints"], top["meta"], len(top["map_entries"]))
+    rebuilt = ts.rebuild_map(top["slot_ints"], top["meta"], top["map_entries"])
     for slot in range(capacity):
         feature = top["slot_ints"][ts.ROW_FEATURE, slot]
         assert _map_find(rebuilt, top["meta"], feature, -7) == slot
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 999), min_size=1, max_size=300, unique=True))
+def test_direct_table_finds_every_key_after_inserts_and_deletes(features):
+    capacity = len(features)
+    top = ts.allocate(capacity, 1000)
+    assert top["map_entries"].dtype == "uint16" and len(top["map_entries"]) == 1001
+    for feature in features:
+        ts._offer(top["slot_ints"], top["slot_floats"], top["map_entries"],
+                  top["meta"], feature, 1.0, 1.0)
+    check_invariants(top, capacity, dict.fromkeys(features, 1.0))
+    newcomers = [f for f in range(1000) if f not in set(features)][:capacity]
+    for feature in newcomers:   # each replaces the root: delete + insert
+        ts._offer(top["slot_ints"], top["slot_floats"], top["map_entries"],
+                  top["meta"], feature, 2.0, 1.0)
+    replaced = features[:len(newcomers)]
+    for feature in replaced:
+        assert _map_find(top["map_entries"], top["meta"], feature, -7) == -7
+    rebuilt = ts.rebuild_map(top["slot_ints"], top["meta"], top["map_entries"])
+    assert rebuilt.dtype == top["map_entries"].dtype
+    assert (rebuilt == top["map_entries"]).all()
+
+
+def test_map_layout_follows_the_dimension():
+    from algorithms.online._featuremap import DIRECT_MAX_FEATURES, allocate_map, map_bytes
+
+    assert allocate_map(200, DIRECT_MAX_FEATURES)[0].dtype == "uint16"
+    assert allocate_map(70_000, 100_000)[0].dtype == "uint32"   # slots past uint16
+    assert allocate_map(200, DIRECT_MAX_FEATURES + 1)[0].dtype == "int64"
+    for capacity, n_features in [(200, 20_000), (200, 10**8), (70_000, 100_000)]:
+        assert map_bytes(capacity, n_features) == allocate_map(capacity, n_features)[0].nbytes
 
 
 @settings(max_examples=40, deadline=None)
