@@ -46,9 +46,11 @@ ROW_FEATURE, ROW_HEAP, ROW_POSITION, ROW_LOG = 0, 1, 2, 3
 ROW_KEY, ROW_VALUE, ROW_OLD_KEY = 0, 1, 2
 META_LOGGED, META_BOUND_FEATURE = 3, 4
 REBUILD = -1
+BELOW_ALL = np.iinfo(np.int64).max   # a bound feature ranking below any with its key
 
-__all__ = ["EMPTY", "ROW_VALUE", "_admits", "_entry_bits", "_entry_key", "_longest_row",
-           "_map_hash", "_map_lookup", "_offer", "_touch", "allocate", "kept", "rebuild_map"]
+__all__ = ["EMPTY", "ROW_VALUE", "_admits", "_entry_bits", "_entry_key", "_logs_touches",
+           "_longest_row", "_lower_bound_below", "_map_hash", "_map_lookup", "_offer", "_touch",
+           "allocate", "kept", "rebuild_map"]
 
 
 def allocate(capacity: int, n_features: int | None = None) -> dict[str, np.ndarray]:
@@ -147,12 +149,37 @@ def _touch(slot_ints, slot_floats, meta, slot, key):
     _lower_bound_to(slot_ints, slot_floats, meta, key, slot_ints[ROW_FEATURE, slot])
 
 
+@njit(cache=True, inline="always")
+def _logs_touches(meta, count):
+    """Before up to ``count`` touches: True when they should go through ``_touch``; False
+    when the next repair would rebuild the heap anyway (see ``_repair``), in which case the
+    rebuild is marked now and the caller just sets each key and lowers the bound once with
+    ``_lower_bound_below`` (no log, no per-touch bound). O(1)."""
+    logged = meta[META_LOGGED]
+    if logged == REBUILD:
+        return False
+    size = meta[META_SIZE]
+    if (logged + count) * math.log2(size + 1) >= size:
+        meta[META_LOGGED] = REBUILD
+        return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _lower_bound_below(slot_ints, slot_floats, meta, key):
+    """Lower the bound below every feature whose key is at least ``key``."""
+    bound_column = slot_ints.shape[1]
+    if key <= slot_floats[ROW_KEY, bound_column]:
+        slot_floats[ROW_KEY, bound_column] = key
+        meta[META_BOUND_FEATURE] = BELOW_ALL
+
+
 @njit(cache=True)
 def _repair(slot_ints, slot_floats, meta):
     """Restore the heap order; afterwards the bound is the root. O(min(k log B, B))."""
     size = meta[META_SIZE]
     logged = meta[META_LOGGED]
-    if logged == REBUILD or logged * math.log2(size + 1) >= size:
+    if logged == REBUILD or logged * math.log2(size + 1) >= size:   # see _logs_touches
         for position in range(size // 2 - 1, -1, -1):
             _sift_down(slot_ints, slot_floats, position, size)
     elif logged > 0:

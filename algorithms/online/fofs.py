@@ -24,7 +24,9 @@ from algorithms.online._topset import (
     _admits,
     _entry_bits,
     _entry_key,
+    _logs_touches,
     _longest_row,
+    _lower_bound_below,
     _map_hash,
     _map_lookup,
     _offer,
@@ -86,11 +88,14 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
         scale = norm_state[SCALE]
         total = 0.0
         example_squared = 0.0   # sum of x_k^2: a second, independent chain (free here)
+        n_kept = 0
         for k in range(lo, hi):
             stream_ahead(indices, values, k)
             slot = _map_lookup(map_entries, seed, shift, np.uint64(np.uint32(indices[k])),
                                unsigned_absent)
             slots[k - lo] = slot
+            kept_positions[n_kept] = k   # branch-free: the kept features' positions
+            n_kept += slot != unsigned_absent
             total += slot_floats[ROW_VALUE, slot] * values[k]
             example_squared += values[k] * values[k]
         score = scale * total
@@ -101,11 +106,9 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
             updates += 1
             squared = norm_state[SQUARED_NORM]
             step = eta * label / scale
-            n_kept = 0
-            for k in range(lo, hi):   # branch-free: the kept features' positions
-                kept_positions[n_kept] = k
-                n_kept += slots[k - lo] != absent
             kept_squared = 0.0
+            logging = _logs_touches(meta, n_kept)
+            least_key = np.inf
             for q in range(n_kept):
                 k = kept_positions[q]
                 slot = slots[k - lo]
@@ -114,7 +117,13 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
                 slot_floats[ROW_VALUE, slot] = new
                 squared += new * new - old * old
                 kept_squared += values[k] * values[k]
-                _touch(slot_ints, slot_floats, meta, slot, abs(new))
+                if logging:
+                    _touch(slot_ints, slot_floats, meta, slot, abs(new))
+                else:   # X1: ~122 touches per update, so mostly this way
+                    slot_floats[ROW_KEY, slot] = abs(new)
+                    least_key = min(least_key, abs(new))
+            if not logging:
+                _lower_bound_below(slot_ints, slot_floats, meta, least_key)
             if lam > 0.0:   # ||w^||: every newcomer counts before the truncation
                 newcomers = step * step * max(example_squared - kept_squared, 0.0)
                 norm = scale * math.sqrt(max(squared + newcomers, 0.0))
