@@ -13,11 +13,14 @@ import numpy as np
 from numba import njit
 
 from algorithms.online._topset import (
+    ROW_KEY,
     ROW_VALUE,
     _admits,
     _entry_bits,
     _entry_key,
+    _logs_touches,
     _longest_row,
+    _lower_bound_below,
     _map_hash,
     _map_lookup,
     _offer,
@@ -67,12 +70,20 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
         for k in range(lo, hi):   # branch-free: the kept features' positions
             kept_positions[n_kept] = k
             n_kept += slots[k - lo] != absent
+        logging = _logs_touches(meta, n_kept)
+        least_key = np.inf
         for q in range(n_kept):
             k = kept_positions[q]
             slot = slots[k - lo]
             weight = slot_floats[ROW_VALUE, slot] + step * values[k]
             slot_floats[ROW_VALUE, slot] = weight
-            _touch(slot_ints, slot_floats, meta, slot, abs(weight))
+            if logging:
+                _touch(slot_ints, slot_floats, meta, slot, abs(weight))
+            else:
+                slot_floats[ROW_KEY, slot] = abs(weight)
+                least_key = min(least_key, abs(weight))
+        if not logging:
+            _lower_bound_below(slot_ints, slot_floats, meta, least_key)
         # Newcomers that may enter: absent, delta != 0, |delta| reaching the entry key
         # (exact check below). When few entries reach it (a running rate under 3%: the
         # hinge variant on X1, 0.7%) a branch on one unsigned compare of float bits skips
