@@ -72,15 +72,13 @@ def _exact_squared_norm(slot_floats, meta):
 def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
               map_entries, meta, norm_state, scores):
     longest = _longest_row(indptr)
-    slots = np.empty(longest, dtype=np.int64)
     new_features = np.empty(longest, dtype=np.int64)
     new_values = np.empty(longest, dtype=np.float64)
-    kept_positions = np.empty(longest, dtype=np.int64)
+    kept_entries = np.empty(longest, dtype=np.uint64)
     shrink = 1.0 - lam * eta
     root_lam = math.sqrt(lam)
     capacity = slot_ints.shape[1]
-    absent = slot_floats.shape[1] - 1
-    unsigned_absent = np.uint64(absent)
+    unsigned_absent = np.uint64(slot_floats.shape[1] - 1)
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])   # unsigned: see ogd.py
@@ -93,8 +91,9 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
             stream_ahead(indices, values, k)
             slot = _map_lookup(map_entries, seed, shift, np.uint64(np.uint32(indices[k])),
                                unsigned_absent)
-            slots[k - lo] = slot
-            kept_positions[n_kept] = k   # branch-free: the kept features' positions
+            # branch-free: the kept entries, one store each: (offset in the row) << 32 | slot
+            # (a slot is below the budget + 1 and a row shorter than 2^32 entries)
+            kept_entries[n_kept] = ((k - lo) << np.uint64(32)) | slot
             n_kept += slot != unsigned_absent
             total += slot_floats[ROW_VALUE, slot] * values[k]
             example_squared += values[k] * values[k]
@@ -110,8 +109,8 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
             logging = _logs_touches(meta, n_kept)
             least_key = np.inf
             for q in range(n_kept):
-                k = kept_positions[q]
-                slot = slots[k - lo]
+                k = lo + (kept_entries[q] >> np.uint64(32))
+                slot = kept_entries[q] & np.uint64(0xFFFFFFFF)
                 old = slot_floats[ROW_VALUE, slot]
                 new = old + step * values[k]
                 slot_floats[ROW_VALUE, slot] = new
@@ -137,7 +136,9 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
             n_new = 0
             for k in range(lo, hi):
                 delta = step * values[k]
-                if float_bits(abs(delta)) >= entry_bits and slots[k - lo] == absent:
+                if float_bits(abs(delta)) >= entry_bits and _map_lookup(
+                        map_entries, seed, shift, np.uint64(np.uint32(indices[k])),
+                        unsigned_absent) == unsigned_absent:
                     new_features[n_new] = indices[k]
                     new_values[n_new] = delta
                     n_new += 1
