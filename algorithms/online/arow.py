@@ -15,14 +15,22 @@ from algorithms.online.base import OnlineLearner, check_positive
 from algorithms.online.ogd import _dense_scores
 from algorithms.sparse._prefetch import stream_ahead
 
-MEAN, SIGMA = 0, 1
+MEAN, SIGMA = np.uint64(0), np.uint64(1)   # offsets in a feature's pair
 
 
 @njit(cache=True, inline="always")
-def _margin_and_variance(indices, values, lo, hi, coefficients):
-    """(mu . x, x' Sigma x) over entries lo:hi; the sign of a stored Sigma is ignored
-    (SOFS marks kept features by negating it). Two lanes per sum, in ``_row_dot``'s order
-    (decision_function's). O(m)."""
+def _pair(indices, k):
+    """Offset of feature indices[k]'s (mu_j, Sigma_j) in the flat coefficient array: 2 j,
+    a shift (the 2-D array's row stride is a run-time value: a multiply, 3 cycles on the
+    path of every gather)."""
+    return np.uint64(np.uint32(indices[k])) << np.uint64(1)
+
+
+@njit(cache=True, inline="always")
+def _margin_and_variance(indices, values, lo, hi, flat):
+    """(mu . x, x' Sigma x) over entries lo:hi of ``flat = (mu_0, Sigma_0, mu_1, ...)``; the
+    sign of a stored Sigma is ignored (SOFS marks kept features by negating it). Two lanes
+    per sum, in ``_row_dot``'s order (decision_function's). O(m)."""
     score = 0.0
     variance = 0.0
     score_odd = 0.0
@@ -31,32 +39,32 @@ def _margin_and_variance(indices, values, lo, hi, coefficients):
     k = lo
     while k + one < hi:
         stream_ahead(indices, values, k)
-        feature = np.uint32(indices[k])   # unsigned: no negative-index wraparound
-        odd_feature = np.uint32(indices[k + one])
+        at = _pair(indices, k)
+        odd_at = _pair(indices, k + one)
         x = values[k]
         odd_x = values[k + one]
-        score += coefficients[feature, MEAN] * x
-        score_odd += coefficients[odd_feature, MEAN] * odd_x
-        variance += abs(coefficients[feature, SIGMA]) * x * x
-        variance_odd += abs(coefficients[odd_feature, SIGMA]) * odd_x * odd_x
+        score += flat[at + MEAN] * x
+        score_odd += flat[odd_at + MEAN] * odd_x
+        variance += abs(flat[at + SIGMA]) * x * x
+        variance_odd += abs(flat[odd_at + SIGMA]) * odd_x * odd_x
         k += np.uint64(2)
     if k < hi:
-        feature = np.uint32(indices[k])
+        at = _pair(indices, k)
         x = values[k]
-        score += coefficients[feature, MEAN] * x
-        variance += abs(coefficients[feature, SIGMA]) * x * x
+        score += flat[at + MEAN] * x
+        variance += abs(flat[at + SIGMA]) * x * x
     score += score_odd
     variance += variance_odd
     return score, variance
 
 
 @njit(cache=True, nogil=True)
-def _arow_fit(indptr, indices, values, labels, r, coefficients, scores):
-    """AROW over a batch; ``coefficients[j] = (mu_j, Sigma_j)`` (one cache line per feature)."""
+def _arow_fit(indptr, indices, values, labels, r, flat, scores):
+    """AROW over a batch; ``flat[2j:2j + 2] = (mu_j, Sigma_j)`` (one cache line per feature)."""
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])   # unsigned: see ogd.py
-        score, variance = _margin_and_variance(indices, values, lo, hi, coefficients)
+        score, variance = _margin_and_variance(indices, values, lo, hi, flat)
         scores[row] = score
         label = labels[row]
         loss = 1.0 - label * score
@@ -68,11 +76,11 @@ def _arow_fit(indptr, indices, values, labels, r, coefficients, scores):
         # u = Sigma_j x_j once; mu_j += (gain) u and Sigma_j -= (beta u) u each as one fused
         # multiply-add, rounded once (a shorter chain from the load of Sigma_j than mul + add)
         for k in range(lo, hi):
-            feature = np.uint32(indices[k])
-            old_sigma = coefficients[feature, SIGMA]
+            at = _pair(indices, k)
+            old_sigma = flat[at + SIGMA]
             u = old_sigma * values[k]
-            coefficients[feature, MEAN] = fma(gain, u, coefficients[feature, MEAN])
-            coefficients[feature, SIGMA] = fma(-(beta * u), u, old_sigma)
+            flat[at + MEAN] = fma(gain, u, flat[at + MEAN])
+            flat[at + SIGMA] = fma(-(beta * u), u, old_sigma)
     return updates
 
 
@@ -102,7 +110,7 @@ class AROW(OnlineLearner):
 
     def _fit_rows(self, batch, labels, scores) -> int:
         return _arow_fit(batch.indptr, batch.indices, batch.values, labels, self.r,
-                         self._coefficients, scores)
+                         self._coefficients.reshape(-1), scores)
 
     def _score_rows(self, batch, scores) -> None:
         _dense_scores(batch.indptr, batch.indices, batch.values, self._coefficients[:, MEAN],

@@ -34,7 +34,7 @@ from algorithms.online._topset import (
     _offer,
     kept,
 )
-from algorithms.online.arow import MEAN, SIGMA, _margin_and_variance
+from algorithms.online.arow import MEAN, SIGMA, _margin_and_variance, _pair
 from algorithms.online.base import check_positive
 from algorithms.online.ogd import _dense_scores
 from algorithms.online.selecting import SelectingLearner
@@ -42,17 +42,17 @@ from algorithms.sparse._bytes import float_bits
 
 
 @njit(cache=True)
-def _refresh_keys(slot_ints, slot_floats, meta, coefficients):
+def _refresh_keys(slot_ints, slot_floats, meta, flat):
     """Kept features' keys from the variances (kept keys are not updated per example:
     they only improve, so the heap's lower bound stays valid until the next repair). O(B)."""
     for slot in range(meta[META_SIZE]):
-        slot_floats[ROW_KEY, slot] = coefficients[slot_ints[ROW_FEATURE, slot], SIGMA]
+        slot_floats[ROW_KEY, slot] = flat[2 * slot_ints[ROW_FEATURE, slot] + 1]
 
 
 @njit(cache=True, nogil=True)
-def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_floats,
+def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
               map_entries, meta, scores):
-    """SOFS over a batch; ``coefficients[j] = (mu_j, +-Sigma_j)``, negative when kept."""
+    """SOFS over a batch; ``flat[2j:2j + 2] = (mu_j, +-Sigma_j)``, negative when kept."""
     longest = _longest_row(indptr)
     new_features = np.empty(longest, dtype=np.int64)
     new_keys = np.empty(longest, dtype=np.float64)
@@ -60,7 +60,7 @@ def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])   # unsigned: see ogd.py
-        score, variance = _margin_and_variance(indices, values, lo, hi, coefficients)
+        score, variance = _margin_and_variance(indices, values, lo, hi, flat)
         scores[row] = score
         label = labels[row]
         loss = 1.0 - label * score
@@ -79,20 +79,21 @@ def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_
         keys_stale = False
         for k in range(lo, hi):
             j = np.uint32(indices[k])   # unsigned: no negative-index wraparound
+            at = _pair(indices, k)
             x = values[k]
-            stored = coefficients[j, SIGMA]
+            stored = flat[at + SIGMA]
             old_sigma = abs(stored)
             u = old_sigma * x   # as in AROW, bit for bit
             new_sigma = fma(-(beta * u), u, old_sigma)
             step = gain * u
             kept_now = stored < 0.0
             signed_sigma = math.copysign(new_sigma, stored)   # kept stay negative
-            coefficients[j, SIGMA] = signed_sigma
+            flat[at + SIGMA] = signed_sigma
             # kept: += gain u; others stay 0 (+= +-0.0). 0.5 - copysign(0.5, stored) is 1 or 0
             # without a branch: LLVM turned the select into a branch, mispredicted on the
             # ~1/3 of entries that are kept (2.1x slower)
-            coefficients[j, MEAN] = fma(gain * (0.5 - math.copysign(0.5, stored)), u,
-                                        coefficients[j, MEAN])
+            flat[at + MEAN] = fma(gain * (0.5 - math.copysign(0.5, stored)), u,
+                                  flat[at + MEAN])
             keys_stale |= kept_now
             if (float_bits(signed_sigma) - np.uint64(1) < limit) & (x != 0.0):
                 new_features[n_new] = j
@@ -106,15 +107,15 @@ def _sofs_fit(indptr, indices, values, labels, r, coefficients, slot_ints, slot_
             if not _admits(slot_ints, slot_floats, meta, feature, new_keys[q]):
                 continue
             if meta[META_LOGGED] != 0 and meta[META_SIZE] == slot_ints.shape[1]:
-                _refresh_keys(slot_ints, slot_floats, meta, coefficients)
+                _refresh_keys(slot_ints, slot_floats, meta, flat)
             evicted, _, accepted = _offer(slot_ints, slot_floats, map_entries,
                                           meta, feature, new_keys[q], 0.0)
             if accepted:
-                coefficients[feature, SIGMA] = -coefficients[feature, SIGMA]
-                coefficients[feature, MEAN] = new_means[q]
+                flat[2 * feature + 1] = -flat[2 * feature + 1]
+                flat[2 * feature] = new_means[q]
                 if evicted != EMPTY:
-                    coefficients[evicted, SIGMA] = -coefficients[evicted, SIGMA]
-                    coefficients[evicted, MEAN] = 0.0
+                    flat[2 * evicted + 1] = -flat[2 * evicted + 1]
+                    flat[2 * evicted] = 0.0
     return updates
 
 
@@ -146,7 +147,7 @@ class SOFS(SelectingLearner):
 
     def _fit_rows(self, batch, labels, scores) -> int:
         return _sofs_fit(batch.indptr, batch.indices, batch.values, labels, self.r,
-                         self._coefficients, *self._kernel_state(), scores)
+                         self._coefficients.reshape(-1), *self._kernel_state(), scores)
 
     def _score_rows(self, batch, scores) -> None:
         _dense_scores(batch.indptr, batch.indices, batch.values, self._coefficients[:, MEAN],
