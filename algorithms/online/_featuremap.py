@@ -73,7 +73,7 @@ def _map_lookup(map_entries, seed, shift, key, absent):
     return np.uint64(map_entries[key])
 
 
-@overload(_map_lookup, inline="always")
+@overload(_map_lookup)
 def _map_lookup_jit(map_entries, seed, shift, key, absent):
     if _is_direct(map_entries):
         return lambda map_entries, seed, shift, key, absent: np.uint64(map_entries[key])

@@ -281,16 +281,33 @@ def _longest_row(indptr):
 
 
 @njit(cache=True, nogil=True)
-def _score_rows(indptr, indices, values, map_entries, meta, slot_floats, scale, out):
-    """out[i] = scale * sum_k value_k * w[index_k] over row i, w stored in the slots."""
+def _score_rows(indptr, indices, values, map_entries, meta, slot_floats, scale, two_lanes,
+                out):
+    """out[i] = scale * sum_k value_k * w[index_k] over row i, w stored in the slots, summed
+    in the order of the learner's fit kernel, so that the two agree bit for bit: one chain,
+    or (``two_lanes``) even and odd positions of the row added at the end. O(nnz)."""
     absent = np.uint64(slot_floats.shape[1] - 1)
     seed, shift = _map_hash(meta)
+    one = np.uint64(1)
     for row in range(len(indptr) - 1):
-        total = 0.0
-        for k in range(np.uint64(indptr[row]), np.uint64(indptr[row + 1])):
+        lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])
+        even = 0.0
+        odd = 0.0
+        k = lo
+        if two_lanes:
+            while k + one < hi:
+                slot = _map_lookup(map_entries, seed, shift, np.uint64(np.uint32(indices[k])),
+                                   absent)
+                odd_slot = _map_lookup(map_entries, seed, shift,
+                                       np.uint64(np.uint32(indices[k + one])), absent)
+                even += slot_floats[ROW_VALUE, slot] * values[k]
+                odd += slot_floats[ROW_VALUE, odd_slot] * values[k + one]
+                k += np.uint64(2)
+        while k < hi:
             slot = _map_lookup(map_entries, seed, shift, np.uint64(np.uint32(indices[k])), absent)
-            total += slot_floats[ROW_VALUE, slot] * values[k]
-        out[row] = scale * total
+            even += slot_floats[ROW_VALUE, slot] * values[k]
+            k += one
+        out[row] = scale * (even + odd)
 
 
 def kept(slot_ints: np.ndarray, slot_floats: np.ndarray, meta: np.ndarray):

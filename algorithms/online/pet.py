@@ -45,18 +45,32 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
     kept_positions = np.empty(longest, dtype=np.int64)
     absent = slot_floats.shape[1] - 1
     unsigned_absent = np.uint64(absent)
+    one = np.uint64(1)
     updates = 0
     reach_rate = 1.0   # running fraction of an update's entries reaching the entry key
     for row in range(len(indptr) - 1):
         lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])   # unsigned: see ogd.py
         seed, shift = _map_hash(meta)   # per row: an admission may rebuild the map
-        score = 0.0
-        for k in range(lo, hi):
+        score = 0.0   # two lanes, even and odd positions (_score_rows' order): one chain
+        odd_score = 0.0   # of adds ran at the add's latency, 4 cycles per entry
+        k = lo
+        while k + one < hi:
             stream_ahead(indices, values, k)
+            slot = _map_lookup(map_entries, seed, shift, np.uint64(np.uint32(indices[k])),
+                               unsigned_absent)
+            odd_slot = _map_lookup(map_entries, seed, shift,
+                                   np.uint64(np.uint32(indices[k + one])), unsigned_absent)
+            slots[k - lo] = slot
+            slots[k + one - lo] = odd_slot
+            score += slot_floats[ROW_VALUE, slot] * values[k]
+            odd_score += slot_floats[ROW_VALUE, odd_slot] * values[k + one]
+            k += np.uint64(2)
+        if k < hi:
             slot = _map_lookup(map_entries, seed, shift, np.uint64(np.uint32(indices[k])),
                                unsigned_absent)
             slots[k - lo] = slot
             score += slot_floats[ROW_VALUE, slot] * values[k]
+        score += odd_score
         scores[row] = score
         label = labels[row]
         margin = label * score

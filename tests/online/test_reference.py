@@ -148,11 +148,21 @@ def test_sofs_budget_at_least_touched_equals_arow():
     np.testing.assert_array_equal(dense_weights(sofs, X.shape[1]), dense_weights(arow, X.shape[1]))
 
 
-def test_progressive_scores_are_pre_update_scores():
+@pytest.mark.parametrize("make", [
+    lambda d: SOFS(n_features=d, budget=5),
+    lambda d: FOFS(n_features=d, budget=5, eta=0.5, lam=0.1),
+    lambda d: PET(n_features=d, budget=5),
+    lambda d: PET(n_features=d, budget=5, update_on="hinge"),
+    lambda d: OGD(n_features=d),
+    lambda d: AROW(n_features=d),
+], ids=["sofs", "fofs", "pet", "pet-hinge", "ogd", "arow"])
+def test_progressive_scores_are_pre_update_scores(make):
+    """fit's scores are decision_function's before each update, bit for bit (both kernels
+    sum in the same order), over rows of odd and even length."""
     X, y = stream(6, n=50)
-    learner = SOFS(n_features=X.shape[1], budget=5)
+    learner = make(X.shape[1])
     scores = learner.progressive_fit(X, y)
-    replay = SOFS(n_features=X.shape[1], budget=5)
+    replay = make(X.shape[1])
     for i in range(len(y)):
         assert replay.decision_function(X[i:i + 1])[0] == scores[i]
         replay.partial_fit(X[i:i + 1], y[i:i + 1])
