@@ -76,17 +76,14 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
         # the compiler branched on "kept" itself, unpredictable, 2x slower.
         limit = float_bits(-_entry_key(slot_ints, slot_floats, meta))
         n_new = 0
-        keys_stale = False
+        sign_bits = np.uint64(0)   # its top bit: a kept feature was touched (keys stale)
         for k in range(lo, hi):
-            j = np.uint32(indices[k])   # unsigned: no negative-index wraparound
             at = _pair(indices, k)
             x = values[k]
             stored = flat[at + SIGMA]
             old_sigma = abs(stored)
             u = old_sigma * x   # as in AROW, bit for bit
             new_sigma = fma(-(beta * u), u, old_sigma)
-            step = gain * u
-            kept_now = stored < 0.0
             signed_sigma = math.copysign(new_sigma, stored)   # kept stay negative
             flat[at + SIGMA] = signed_sigma
             # kept: += gain u; others stay 0 (+= +-0.0). 0.5 - copysign(0.5, stored) is 1 or 0
@@ -94,13 +91,15 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
             # ~1/3 of entries that are kept (2.1x slower)
             flat[at + MEAN] = fma(gain * (0.5 - math.copysign(0.5, stored)), u,
                                   flat[at + MEAN])
-            keys_stale |= kept_now
-            if (float_bits(signed_sigma) - np.uint64(1) < limit) & (x != 0.0):
-                new_features[n_new] = j
+            bits = float_bits(signed_sigma)
+            sign_bits |= bits
+            # rare, tested first; an entry with x == 0 changes nothing: not a candidate
+            if bits - np.uint64(1) < limit and x != 0.0:
+                new_features[n_new] = at >> np.uint64(1)
                 new_keys[n_new] = -new_sigma
-                new_means[n_new] = step
+                new_means[n_new] = gain * u
                 n_new += 1
-        if keys_stale:
+        if sign_bits >> np.uint64(63):
             meta[META_LOGGED] = REBUILD
         for q in range(n_new):   # exact: _admits, then the heap
             feature = new_features[q]
