@@ -49,6 +49,24 @@ def _refresh_keys(slot_ints, slot_floats, meta, flat):
         slot_floats[ROW_KEY, slot] = flat[2 * slot_ints[ROW_FEATURE, slot] + 1]
 
 
+@njit(cache=True, inline="always")
+def _sofs_step(flat, at, x, beta, gain):
+    """AROW's step on one entry of SOFS's flat (mu, +-Sigma) state at offset ``at``; a
+    non-kept feature's mean stays 0. Returns (bits of the stored signed Sigma, new Sigma,
+    u = Sigma x)."""
+    stored = flat[at + SIGMA]
+    old_sigma = abs(stored)
+    u = old_sigma * x   # as in AROW, bit for bit
+    new_sigma = fma(-(beta * u), u, old_sigma)
+    signed_sigma = math.copysign(new_sigma, stored)   # kept stay negative
+    flat[at + SIGMA] = signed_sigma
+    # kept: += gain u; others stay 0 (+= +-0.0). 0.5 - copysign(0.5, stored) is 1 or 0
+    # without a branch: LLVM turned the select into a branch, mispredicted on the ~1/3 of
+    # entries that are kept (2.1x slower)
+    flat[at + MEAN] = fma(gain * (0.5 - math.copysign(0.5, stored)), u, flat[at + MEAN])
+    return float_bits(signed_sigma), new_sigma, u
+
+
 @njit(cache=True, nogil=True)
 def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
               map_entries, meta, scores):
@@ -77,28 +95,31 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
         limit = float_bits(-_entry_key(slot_ints, slot_floats, meta))
         n_new = 0
         sign_bits = np.uint64(0)   # its top bit: a kept feature was touched (keys stale)
-        for k in range(lo, hi):
-            at = _pair(indices, k)
+        one = np.uint64(1)
+        k = lo
+        while k < hi:   # two entries a turn where two remain: less loop overhead per entry
             x = values[k]
-            stored = flat[at + SIGMA]
-            old_sigma = abs(stored)
-            u = old_sigma * x   # as in AROW, bit for bit
-            new_sigma = fma(-(beta * u), u, old_sigma)
-            signed_sigma = math.copysign(new_sigma, stored)   # kept stay negative
-            flat[at + SIGMA] = signed_sigma
-            # kept: += gain u; others stay 0 (+= +-0.0). 0.5 - copysign(0.5, stored) is 1 or 0
-            # without a branch: LLVM turned the select into a branch, mispredicted on the
-            # ~1/3 of entries that are kept (2.1x slower)
-            flat[at + MEAN] = fma(gain * (0.5 - math.copysign(0.5, stored)), u,
-                                  flat[at + MEAN])
-            bits = float_bits(signed_sigma)
+            bits, new_sigma, u = _sofs_step(flat, _pair(indices, k), x, beta, gain)
+            paired = k + one < hi
+            if paired:
+                odd_x = values[k + one]
+                odd_bits, odd_sigma, odd_u = _sofs_step(flat, _pair(indices, k + one), odd_x,
+                                                        beta, gain)
             sign_bits |= bits
             # rare, tested first; an entry with x == 0 changes nothing: not a candidate
-            if bits - np.uint64(1) < limit and x != 0.0:
-                new_features[n_new] = at >> np.uint64(1)
+            if bits - one < limit and x != 0.0:
+                new_features[n_new] = np.uint32(indices[k])
                 new_keys[n_new] = -new_sigma
                 new_means[n_new] = gain * u
                 n_new += 1
+            if paired:
+                sign_bits |= odd_bits
+                if odd_bits - one < limit and odd_x != 0.0:
+                    new_features[n_new] = np.uint32(indices[k + one])
+                    new_keys[n_new] = -odd_sigma
+                    new_means[n_new] = gain * odd_u
+                    n_new += 1
+            k += np.uint64(2)
         if sign_bits >> np.uint64(63):
             meta[META_LOGGED] = REBUILD
         for q in range(n_new):   # exact: _admits, then the heap
