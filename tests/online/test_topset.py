@@ -44,7 +44,7 @@ def check_heap(top):
 
 
 operations = st.lists(
-    st.tuples(st.sampled_from(["offer", "touch"]), st.integers(0, 40),
+    st.tuples(st.sampled_from(["offer", "touch", "batch"]), st.integers(0, 40),
               st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]) | st.floats(-3, 3)),
     max_size=120)
 
@@ -57,7 +57,21 @@ def test_top_set_keeps_the_best_offered_features(capacity, ops, n_features):
                     top["meta"])
     kept: dict[int, float] = {}
     for kind, feature, key in ops:
-        if kind == "touch":
+        if kind == "batch":   # PET's and FOFS's update: many kept keys change at once
+            touched = sorted(kept)[:feature % (len(kept) + 1)]
+            slots = [_map_find(top["map_entries"], top["meta"], f, capacity) for f in touched]
+            new_keys = [key + 0.25 * i for i in range(len(touched))]
+            if ts._logs_touches(top["meta"], len(touched)):
+                for slot, new in zip(slots, new_keys, strict=True):
+                    ts._touch(top["slot_ints"], top["slot_floats"], top["meta"], slot, new)
+            else:   # the heap will be rebuilt: keys set directly, the bound lowered once
+                for slot, new in zip(slots, new_keys, strict=True):
+                    top["slot_floats"][ts.ROW_KEY, slot] = new
+                if touched:
+                    ts._lower_bound_below(top["slot_ints"], top["slot_floats"], top["meta"],
+                                          min(new_keys))
+            kept.update(zip(touched, new_keys, strict=True))
+        elif kind == "touch":
             if not kept:
                 continue
             feature = sorted(kept)[feature % len(kept)]
