@@ -75,7 +75,8 @@ def _arow_fit(indptr, indices, values, labels, r, flat, scores):
         gain = loss * beta * label
         # u = Sigma_j x_j once; mu_j += (gain) u and Sigma_j -= (beta u) u each as one fused
         # multiply-add, rounded once (a shorter chain from the load of Sigma_j than mul + add)
-        for k in range(lo, hi):
+        for back in range(hi - lo):   # last entry first: its line is the likeliest in L1
+            k = hi - np.uint64(1) - back
             at = _pair(indices, k)
             old_sigma = flat[at + SIGMA]
             u = old_sigma * values[k]

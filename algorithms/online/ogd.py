@@ -67,7 +67,8 @@ def _ogd_fit(indptr, indices, values, labels, eta, power_t, seen, weights, score
             continue
         updates += 1
         step = label * eta / _decay(seen + row + 1.0, power_t)
-        for k in range(lo, hi):
+        for back in range(hi - lo):   # last entry first: its weight's line is likeliest in L1
+            k = hi - np.uint64(1) - back
             weights[np.uint32(indices[k])] += step * values[k]
     return updates
 

@@ -96,14 +96,17 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
         n_new = 0
         sign_bits = np.uint64(0)   # its top bit: a kept feature was touched (keys stale)
         one = np.uint64(1)
-        k = lo
-        while k < hi:   # two entries a turn where two remain: less loop overhead per entry
+        # Last entry first, two a turn (less loop overhead per entry): the score pass just
+        # read this row's state lines, and the latest ones are the likeliest still in L1
+        k = hi
+        while k > lo:
+            k -= one
             x = values[k]
             bits, new_sigma, u = _sofs_step(flat, _pair(indices, k), x, beta, gain)
-            paired = k + one < hi
+            paired = k > lo
             if paired:
-                odd_x = values[k + one]
-                odd_bits, odd_sigma, odd_u = _sofs_step(flat, _pair(indices, k + one), odd_x,
+                odd_x = values[k - one]
+                odd_bits, odd_sigma, odd_u = _sofs_step(flat, _pair(indices, k - one), odd_x,
                                                         beta, gain)
             sign_bits |= bits
             # rare, tested first; an entry with x == 0 changes nothing: not a candidate
@@ -113,16 +116,16 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
                 new_means[n_new] = gain * u
                 n_new += 1
             if paired:
+                k -= one
                 sign_bits |= odd_bits
                 if odd_bits - one < limit and odd_x != 0.0:
-                    new_features[n_new] = np.uint32(indices[k + one])
+                    new_features[n_new] = np.uint32(indices[k])
                     new_keys[n_new] = -odd_sigma
                     new_means[n_new] = gain * odd_u
                     n_new += 1
-            k += np.uint64(2)
         if sign_bits >> np.uint64(63):
             meta[META_LOGGED] = REBUILD
-        for q in range(n_new):   # exact: _admits, then the heap
+        for q in range(n_new - 1, -1, -1):   # in row order; exact: _admits, then the heap
             feature = new_features[q]
             if not _admits(slot_ints, slot_floats, meta, feature, new_keys[q]):
                 continue
