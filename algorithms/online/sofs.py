@@ -105,8 +105,8 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
             bits, new_sigma, u = _sofs_step(flat, _pair(indices, k), x, beta, gain)
             paired = k > lo
             if paired:
-                odd_x = values[k - one]
-                odd_bits, odd_sigma, odd_u = _sofs_step(flat, _pair(indices, k - one), odd_x,
+                prev_x = values[k - one]
+                prev_bits, prev_sigma, prev_u = _sofs_step(flat, _pair(indices, k - one), prev_x,
                                                         beta, gain)
             sign_bits |= bits
             # rare, tested first; an entry with x == 0 changes nothing: not a candidate
@@ -117,11 +117,11 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
                 n_new += 1
             if paired:
                 k -= one
-                sign_bits |= odd_bits
-                if odd_bits - one < limit and odd_x != 0.0:
+                sign_bits |= prev_bits
+                if prev_bits - one < limit and prev_x != 0.0:
                     new_features[n_new] = np.uint32(indices[k])
-                    new_keys[n_new] = -odd_sigma
-                    new_means[n_new] = gain * odd_u
+                    new_keys[n_new] = -prev_sigma
+                    new_means[n_new] = gain * prev_u
                     n_new += 1
         if sign_bits >> np.uint64(63):
             meta[META_LOGGED] = REBUILD
