@@ -67,6 +67,15 @@ def _sofs_step(flat, at, x, beta, gain):
     return float_bits(signed_sigma), new_sigma, u
 
 
+@njit(cache=True, inline="always")
+def _note_candidate(features, keys, means, n_new, feature, sigma, mean):
+    """Append (feature, key -Sigma, mean) at ``n_new``; returns the new count."""
+    features[n_new] = feature
+    keys[n_new] = -sigma
+    means[n_new] = mean
+    return n_new + 1
+
+
 @njit(cache=True, nogil=True)
 def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
               map_entries, meta, scores):
@@ -111,28 +120,25 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
             sign_bits |= bits
             # rare, tested first; an entry with x == 0 changes nothing: not a candidate
             if bits - one < limit and x != 0.0:
-                new_features[n_new] = np.uint32(indices[k])
-                new_keys[n_new] = -new_sigma
-                new_means[n_new] = gain * u
-                n_new += 1
+                n_new = _note_candidate(new_features, new_keys, new_means, n_new, indices[k],
+                                        new_sigma, gain * u)
             if paired:
                 k -= one
                 sign_bits |= prev_bits
                 if prev_bits - one < limit and prev_x != 0.0:
-                    new_features[n_new] = np.uint32(indices[k])
-                    new_keys[n_new] = -prev_sigma
-                    new_means[n_new] = gain * prev_u
-                    n_new += 1
+                    n_new = _note_candidate(new_features, new_keys, new_means, n_new,
+                                            indices[k], prev_sigma, gain * prev_u)
         if sign_bits >> np.uint64(63):
             meta[META_LOGGED] = REBUILD
         for q in range(n_new - 1, -1, -1):   # in row order; exact: _admits, then the heap
             feature = new_features[q]
-            if not _admits(slot_ints, slot_floats, meta, feature, new_keys[q]):
+            key = new_keys[q]
+            if not _admits(slot_ints, slot_floats, meta, feature, key):
                 continue
             if meta[META_LOGGED] != 0 and meta[META_SIZE] == slot_ints.shape[1]:
                 _refresh_keys(slot_ints, slot_floats, meta, flat)
             evicted, _, accepted = _offer(slot_ints, slot_floats, map_entries,
-                                          meta, feature, new_keys[q], 0.0)
+                                          meta, feature, key, 0.0)
             if accepted:
                 flat[2 * feature + 1] = -flat[2 * feature + 1]
                 flat[2 * feature] = new_means[q]
