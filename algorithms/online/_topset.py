@@ -37,8 +37,8 @@ from algorithms.online._featuremap import (
     _map_insert,
     _map_lookup,
     allocate_map,
+    rebuild_map,  # a loaded state's map
 )
-from algorithms.online._featuremap import rebuild_map as _rebuild_map
 from algorithms.online._hashmap import EMPTY, META_SIZE
 from algorithms.sparse._bytes import float_bits
 
@@ -49,7 +49,8 @@ REBUILD = -1
 BELOW_ALL = np.iinfo(np.int64).max   # a bound feature ranking below any with its key
 
 __all__ = ["EMPTY", "ROW_VALUE", "_admits", "_entry_bits", "_entry_key", "_logs_touches",
-           "_longest_row", "_lower_bound_below", "_map_hash", "_map_lookup", "_offer", "_touch",
+           "_longest_row", "_lower_bound_below", "_map_hash", "_map_lookup", "_offer", "_set_key",
+           "_touch",
            "allocate", "kept", "rebuild_map"]
 
 
@@ -66,12 +67,6 @@ def allocate(capacity: int, n_features: int | None = None) -> dict[str, np.ndarr
         "map_entries": map_entries,
         "meta": np.array([0, 0, shift, 0, EMPTY], dtype=np.int64),
     }
-
-
-def rebuild_map(slot_ints: np.ndarray, meta: np.ndarray, template: np.ndarray):
-    """A feature map of ``template``'s layout holding the occupied slots (used when
-    loading a saved state)."""
-    return _rebuild_map(slot_ints, meta, template)
 
 
 @njit(cache=True, inline="always")
@@ -151,10 +146,10 @@ def _touch(slot_ints, slot_floats, meta, slot, key):
 
 @njit(cache=True, inline="always")
 def _logs_touches(meta, count):
-    """Before up to ``count`` touches: True when they should go through ``_touch``; False
-    when the next repair would rebuild the heap anyway (see ``_repair``), in which case the
-    rebuild is marked now and the caller just sets each key and lowers the bound once with
-    ``_lower_bound_below`` (no log, no per-touch bound). O(1)."""
+    """Before up to ``count`` key changes: True when they should be logged by ``_touch``;
+    False when the next repair would rebuild the heap anyway (see ``_repair``): the rebuild
+    is marked now, ``_set_key`` sets each key directly and ``_lower_bound_below`` lowers the
+    bound once after them (no log, no per-change bound). O(1)."""
     logged = meta[META_LOGGED]
     if logged == REBUILD:
         return False
@@ -163,6 +158,18 @@ def _logs_touches(meta, count):
         meta[META_LOGGED] = REBUILD
         return False
     return True
+
+
+@njit(cache=True, inline="always")
+def _set_key(slot_ints, slot_floats, meta, slot, key, logging, least_key):
+    """One key change of a batch begun with ``_logs_touches``: through ``_touch`` when it
+    logs, else set directly. Returns the least key set directly so far (``least_key``
+    starts at inf), for ``_lower_bound_below`` after the batch. O(1)."""
+    if logging:
+        _touch(slot_ints, slot_floats, meta, slot, key)
+        return least_key
+    slot_floats[ROW_KEY, slot] = key
+    return min(least_key, key)
 
 
 @njit(cache=True, inline="always")

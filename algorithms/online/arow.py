@@ -19,11 +19,11 @@ MEAN, SIGMA = np.uint64(0), np.uint64(1)   # offsets in a feature's pair
 
 
 @njit(cache=True, inline="always")
-def _pair(indices, k):
-    """Offset of feature indices[k]'s (mu_j, Sigma_j) in the flat coefficient array: 2 j,
-    a shift (the 2-D array's row stride is a run-time value: a multiply, 3 cycles on the
-    path of every gather)."""
-    return np.uint64(np.uint32(indices[k])) << np.uint64(1)
+def _offset(feature):
+    """Offset of feature j's (mu_j, Sigma_j) in the flat coefficient array: 2 j, a shift
+    (indexing the 2-D array multiplies by its run-time row stride: 3 cycles on the path of
+    every gather). Unsigned: no negative-index wraparound."""
+    return np.uint64(np.uint32(feature)) << np.uint64(1)
 
 
 @njit(cache=True, inline="always")
@@ -39,8 +39,8 @@ def _margin_and_variance(indices, values, lo, hi, flat):
     k = lo
     while k + one < hi:
         stream_ahead(indices, values, k)
-        at = _pair(indices, k)
-        odd_at = _pair(indices, k + one)
+        at = _offset(indices[k])
+        odd_at = _offset(indices[k + one])
         x = values[k]
         odd_x = values[k + one]
         score += flat[at + MEAN] * x
@@ -49,7 +49,7 @@ def _margin_and_variance(indices, values, lo, hi, flat):
         variance_odd += abs(flat[odd_at + SIGMA]) * odd_x * odd_x
         k += np.uint64(2)
     if k < hi:
-        at = _pair(indices, k)
+        at = _offset(indices[k])
         x = values[k]
         score += flat[at + MEAN] * x
         variance += abs(flat[at + SIGMA]) * x * x
@@ -77,7 +77,7 @@ def _arow_fit(indptr, indices, values, labels, r, flat, scores):
         # multiply-add, rounded once (a shorter chain from the load of Sigma_j than mul + add)
         for back in range(hi - lo):   # last entry first: its line is the likeliest in L1
             k = hi - np.uint64(1) - back
-            at = _pair(indices, k)
+            at = _offset(indices[k])
             old_sigma = flat[at + SIGMA]
             u = old_sigma * values[k]
             flat[at + MEAN] = fma(gain, u, flat[at + MEAN])

@@ -30,7 +30,7 @@ from algorithms.online._topset import (
     _map_hash,
     _map_lookup,
     _offer,
-    _touch,
+    _set_key,
 )
 from algorithms.online.base import check_positive
 from algorithms.online.selecting import SelectingLearner
@@ -116,11 +116,9 @@ def _fofs_fit(indptr, indices, values, labels, eta, lam, slot_ints, slot_floats,
                 slot_floats[ROW_VALUE, slot] = new
                 squared += new * new - old * old
                 kept_squared += values[k] * values[k]
-                if logging:
-                    _touch(slot_ints, slot_floats, meta, slot, abs(new))
-                else:   # X1: ~122 touches per update, so mostly this way
-                    slot_floats[ROW_KEY, slot] = abs(new)
-                    least_key = min(least_key, abs(new))
+                # X1: ~122 touches per update, so mostly set directly
+                least_key = _set_key(slot_ints, slot_floats, meta, slot, abs(new), logging,
+                                     least_key)
             if not logging:
                 _lower_bound_below(slot_ints, slot_floats, meta, least_key)
             if lam > 0.0:   # ||w^||: every newcomer counts before the truncation

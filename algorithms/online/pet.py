@@ -13,7 +13,6 @@ import numpy as np
 from numba import njit
 
 from algorithms.online._topset import (
-    ROW_KEY,
     ROW_VALUE,
     _admits,
     _entry_bits,
@@ -24,7 +23,7 @@ from algorithms.online._topset import (
     _map_hash,
     _map_lookup,
     _offer,
-    _touch,
+    _set_key,
 )
 from algorithms.online.base import check_positive
 from algorithms.online.ogd import _decay
@@ -91,11 +90,8 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
             slot = slots[k - lo]
             weight = slot_floats[ROW_VALUE, slot] + step * values[k]
             slot_floats[ROW_VALUE, slot] = weight
-            if logging:
-                _touch(slot_ints, slot_floats, meta, slot, abs(weight))
-            else:
-                slot_floats[ROW_KEY, slot] = abs(weight)
-                least_key = min(least_key, abs(weight))
+            least_key = _set_key(slot_ints, slot_floats, meta, slot, abs(weight), logging,
+                                 least_key)
         if not logging:
             _lower_bound_below(slot_ints, slot_floats, meta, least_key)
         # Newcomers that may enter: absent, delta != 0, |delta| reaching the entry key

@@ -34,7 +34,7 @@ from algorithms.online._topset import (
     _offer,
     kept,
 )
-from algorithms.online.arow import MEAN, SIGMA, _margin_and_variance, _pair
+from algorithms.online.arow import MEAN, SIGMA, _margin_and_variance, _offset
 from algorithms.online.base import check_positive
 from algorithms.online.ogd import _dense_scores
 from algorithms.online.selecting import SelectingLearner
@@ -46,7 +46,7 @@ def _refresh_keys(slot_ints, slot_floats, meta, flat):
     """Kept features' keys from the variances (kept keys are not updated per example:
     they only improve, so the heap's lower bound stays valid until the next repair). O(B)."""
     for slot in range(meta[META_SIZE]):
-        slot_floats[ROW_KEY, slot] = flat[2 * slot_ints[ROW_FEATURE, slot] + 1]
+        slot_floats[ROW_KEY, slot] = flat[_offset(slot_ints[ROW_FEATURE, slot]) + SIGMA]
 
 
 @njit(cache=True, inline="always")
@@ -111,12 +111,12 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
         while k > lo:
             k -= one
             x = values[k]
-            bits, new_sigma, u = _sofs_step(flat, _pair(indices, k), x, beta, gain)
+            bits, new_sigma, u = _sofs_step(flat, _offset(indices[k]), x, beta, gain)
             paired = k > lo
             if paired:
                 prev_x = values[k - one]
-                prev_bits, prev_sigma, prev_u = _sofs_step(flat, _pair(indices, k - one), prev_x,
-                                                        beta, gain)
+                prev_bits, prev_sigma, prev_u = _sofs_step(flat, _offset(indices[k - one]),
+                                                           prev_x, beta, gain)
             sign_bits |= bits
             # rare, tested first; an entry with x == 0 changes nothing: not a candidate
             if bits - one < limit and x != 0.0:
@@ -140,11 +140,13 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
             evicted, _, accepted = _offer(slot_ints, slot_floats, map_entries,
                                           meta, feature, key, 0.0)
             if accepted:
-                flat[2 * feature + 1] = -flat[2 * feature + 1]
-                flat[2 * feature] = new_means[q]
+                at = _offset(feature)
+                flat[at + SIGMA] = -flat[at + SIGMA]
+                flat[at + MEAN] = new_means[q]
                 if evicted != EMPTY:
-                    flat[2 * evicted + 1] = -flat[2 * evicted + 1]
-                    flat[2 * evicted] = 0.0
+                    at = _offset(evicted)
+                    flat[at + SIGMA] = -flat[at + SIGMA]
+                    flat[at + MEAN] = 0.0
     return updates
 
 

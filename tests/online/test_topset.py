@@ -3,6 +3,8 @@ cuckoo hash) against a brute force."""
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,15 +63,14 @@ def test_top_set_keeps_the_best_offered_features(capacity, ops, n_features):
             touched = sorted(kept)[:feature % (len(kept) + 1)]
             slots = [_map_find(top["map_entries"], top["meta"], f, capacity) for f in touched]
             new_keys = [key + 0.25 * i for i in range(len(touched))]
-            if ts._logs_touches(top["meta"], len(touched)):
-                for slot, new in zip(slots, new_keys, strict=True):
-                    ts._touch(top["slot_ints"], top["slot_floats"], top["meta"], slot, new)
-            else:   # the heap will be rebuilt: keys set directly, the bound lowered once
-                for slot, new in zip(slots, new_keys, strict=True):
-                    top["slot_floats"][ts.ROW_KEY, slot] = new
-                if touched:
-                    ts._lower_bound_below(top["slot_ints"], top["slot_floats"], top["meta"],
-                                          min(new_keys))
+            logging = ts._logs_touches(top["meta"], len(touched))
+            least_key = math.inf
+            for slot, new in zip(slots, new_keys, strict=True):
+                least_key = ts._set_key(top["slot_ints"], top["slot_floats"], top["meta"],
+                                        slot, new, logging, least_key)
+            if not logging:   # the heap will be rebuilt: the bound lowered once
+                ts._lower_bound_below(top["slot_ints"], top["slot_floats"], top["meta"],
+                                      least_key)
             kept.update(zip(touched, new_keys, strict=True))
         elif kind == "touch":
             if not kept:
