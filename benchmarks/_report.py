@@ -50,18 +50,25 @@ def write_json(name: str, payload: dict[str, Any]) -> Path:
     return path
 
 
+class SelfTimed(float):
+    """Seconds a function measured itself (a subprocess timing only its learning loop);
+    returned by a function given to ``best_times_interleaved``, it replaces the wall time."""
+
+
 def best_times_interleaved(functions: dict[str, Callable[[], Any]],
                           rounds: int = 5) -> dict[str, float]:
-    """Smallest wall time (seconds) of each function over ``rounds`` rounds that call every
-    function once, in turn. On a shared machine whose speed drifts by tens of percent
-    within minutes, timing each function's repeats back to back put that drift into the
-    ratios between them; interleaved, every function meets the same slow and fast spells."""
+    """Smallest time (seconds) of each function over ``rounds`` rounds that call every
+    function once, in turn: the wall time, or the ``SelfTimed`` seconds a function returns.
+    On a shared machine whose speed drifts by tens of percent within minutes, timing each
+    function's repeats back to back put that drift into the ratios between them;
+    interleaved, every function meets the same slow and fast spells."""
     best = dict.fromkeys(functions, float("inf"))
     for _ in range(rounds):
         for name, function in functions.items():
             start = time.perf_counter()
-            function()
-            best[name] = min(best[name], time.perf_counter() - start)
+            result = function()
+            elapsed = time.perf_counter() - start
+            best[name] = min(best[name], result if isinstance(result, SelfTimed) else elapsed)
     return best
 
 

@@ -7,12 +7,14 @@ Reports (one run, same data, same machine):
   River (Perceptron, LogisticRegression, on a subset), Vowpal Wabbit (one pass);
 - training throughput on in-memory CSR (examples/s, non-zeros/s) against scikit-learn's
   ``partial_fit``: ours on the project's (validated) CSR batch, and from the same scipy
-  matrix scikit-learn gets (conversion and validation included);
+  matrix scikit-learn gets (conversion and validation included); with ``--libsol DIR``,
+  LIBSOL's OGD, AROW, SOFS, FOFS and PET on the same rows in the same rounds
+  (``benchmarks/libsol.py`` says how to build it);
 - end to end from a libsvm file (parse + train) against ``load_svmlight_file`` +
   ``partial_fit`` and VW reading its own format;
 - time per example as d grows 10^4 -> 10^6 -> 10^8 at fixed m (SOFS, FOFS, PET).
 
-Usage: python benchmarks/online.py [--quick] [--samples N]
+Usage: python benchmarks/online.py [--quick] [--samples N] [--libsol SOL_CHECKOUT]
 Writes benchmarks/results/online.json and prints markdown tables.
 """
 
@@ -30,7 +32,10 @@ import numpy as np
 from numba import njit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import best_time, best_times_interleaved, table, write_json  # noqa: E402
+from _report import SelfTimed, best_time, best_times_interleaved, table, write_json  # noqa: E402
+from libsol import ALGORITHMS as LIBSOL_ALGORITHMS  # noqa: E402
+from libsol import TUNED as LIBSOL_TUNED  # noqa: E402
+from libsol import prepare as prepare_libsol  # noqa: E402
 
 from algorithms.datasets.online_synthetic import concatenate, make_task, make_x1, stream  # noqa: E402
 from algorithms.online import LEARNERS  # noqa: E402
@@ -111,6 +116,20 @@ def run_ours(X, y, n_train, n_fit):
             print(f"  {variant:10s} B={budget}: test {rows[-1]['test_acc']:.4f} {params}",
                   flush=True)
     return rows, chosen
+
+
+def run_libsol(libsol):
+    """LIBSOL's PET (hinge) and SOFS tuned per B like ours, on the same splits."""
+    rows = []
+    for variant in LIBSOL_TUNED:
+        for budget in BUDGETS:
+            params, valid_acc, test_acc = libsol.tune_and_test(variant, budget,
+                                                               list(grid(variant)))
+            rows.append({"method": f"libsol {variant}", "B": budget, "params": params,
+                         "valid_acc": valid_acc, "test_acc": test_acc})
+            print(f"  libsol {variant:10s} B={budget}: test {test_acc:.4f} {params}",
+                  flush=True)
+    return rows
 
 
 def run_sklearn(X, y, n_train):
@@ -247,9 +266,10 @@ def _gather_once(indptr, indices, values, weights):
     return (s0 + s1) + (s2 + s3)
 
 
-def throughput(X, y, n_train, chosen):
-    """Training examples/s on in-memory CSR, ours at B=200 vs scikit-learn partial_fit, all
-    timed in interleaved rounds (``best_times_interleaved``)."""
+def throughput(X, y, n_train, chosen, libsol=None):
+    """Training examples/s on in-memory CSR, ours at B=200 vs scikit-learn partial_fit (and
+    LIBSOL's learners with the same hyperparameters when ``libsol`` is given), all timed in
+    interleaved rounds (``best_times_interleaved``)."""
     from sklearn.linear_model import SGDClassifier
     train, y_train = X.row_slice(0, n_train), y[:n_train]
     scipy_train = train.to_scipy()
@@ -269,6 +289,15 @@ def throughput(X, y, n_train, chosen):
         # the same fit from the scipy matrix scikit-learn gets: conversion and validation in
         runs[f"{variant} from scipy"] = (lambda v=variant, b=budget, p=params:
                                          fit_scipy(v, b, p, scipy_train, y_train))
+    libsol_accuracy = {}
+    if libsol is not None:
+        for variant in LIBSOL_ALGORITHMS:
+            budget = 200 if LEARNERS[algorithm_of(variant)].selects else None
+
+            def libsol_run(v=variant, b=budget, p=chosen[(variant, budget)]):
+                seconds, libsol_accuracy[v] = libsol.run(v, b, p)
+                return SelfTimed(seconds)
+            runs[f"libsol {variant}"] = libsol_run
     _read_once(train.indptr[:2], train.indices, train.values)
     _gather_once(train.indptr[:2], train.indices, train.values, weights)
     seconds = best_times_interleaved(runs)
@@ -292,6 +321,15 @@ def throughput(X, y, n_train, chosen):
                      "vs_sklearn": base / ours,
                      "from_scipy_examples_per_s": n_train / from_scipy,
                      "from_scipy_vs_sklearn": base / from_scipy})
+        if variant in libsol_accuracy:
+            rows[-1]["vs_libsol"] = seconds[f"libsol {variant}"] / ours
+    for variant in libsol_accuracy:
+        budget = 200 if LEARNERS[algorithm_of(variant)].selects else None
+        theirs = seconds[f"libsol {variant}"]
+        rows.append({"method": f"LIBSOL {LIBSOL_ALGORITHMS[variant]} (B={budget or 'all'}), "
+                               "learning alone on batches in memory",
+                     "examples_per_s": n_train / theirs, "nonzeros_per_s": train.nnz / theirs,
+                     "vs_sklearn": base / theirs, "test_acc": libsol_accuracy[variant]})
     return rows
 
 
@@ -427,6 +465,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20,000 samples, small scaling run")
     parser.add_argument("--samples", type=int, default=None)
+    parser.add_argument("--libsol", type=Path, default=None, metavar="SOL_CHECKOUT",
+                        help="a built github.com/LIBOL/SOL checkout: time its learners too")
     args = parser.parse_args()
     n = args.samples or (20_000 if args.quick else 100_000)
     n_train = int(0.8 * n)
@@ -443,14 +483,23 @@ def main() -> None:
         vw_rows, vw_timing = run_vw(X, y, n_train, workdir)
         vw_timing["n_train"] = n_train
         peers += vw_rows
+        libsol = None
+        if args.libsol is not None:
+            print("LIBSOL: compiling the harness, converting the data", flush=True)
+            libsol = prepare_libsol(args.libsol, workdir, {
+                "fit": (X.row_slice(0, n_fit), y[:n_fit]),
+                "valid": (X.row_slice(n_fit, n_train), y[n_fit:n_train]),
+                "train": (X.row_slice(0, n_train), y[:n_train]),
+                "test": (X.row_slice(n_train, X.n_rows), y[n_train:])})
+            ours += run_libsol(libsol)
         print("throughput:", flush=True)
-        speed = throughput(X, y, n_train, chosen)
+        speed = throughput(X, y, n_train, chosen, libsol)
         e2e, size_mb = end_to_end(X, y, min(n_train, 20_000), chosen, workdir, vw_timing)
     print("scaling in d:", flush=True)
     dims = [10**4, 10**6] if args.quick else [10**4, 10**6, 10**8]
     scale = scaling(5_000 if args.quick else 20_000, dims)
     accuracy_table = []
-    for variant in GRIDS:
+    for variant in list(GRIDS) + [f"libsol {v}" for v in LIBSOL_TUNED if args.libsol]:
         row = {"method": variant}
         for r in ours:
             if r["method"] == variant:
@@ -463,7 +512,8 @@ def main() -> None:
                 "Test accuracy on X1 (one pass, tuned per B)"))
     print(table(peers, ["method", "test_acc", "nonzeros", "examples_per_s"], "Peers"))
     print(table(speed, ["method", "examples_per_s", "nonzeros_per_s", "vs_sklearn",
-                        "from_scipy_examples_per_s", "from_scipy_vs_sklearn"],
+                        "from_scipy_examples_per_s", "from_scipy_vs_sklearn", "vs_libsol",
+                        "test_acc"],
                 "Training throughput, in-memory CSR (ours: the project's CSR batch, and from "
                 "the scipy matrix scikit-learn gets)"))
     print(table(e2e, ["method", "examples_per_s", "seconds", "MB_per_s"],
