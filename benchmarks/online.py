@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import re
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from _report import SelfTimed, best_time, best_times_interleaved, table, write_j
 from libsol import ALGORITHMS as LIBSOL_ALGORITHMS  # noqa: E402
 from libsol import TUNED as LIBSOL_TUNED  # noqa: E402
 from libsol import prepare as prepare_libsol  # noqa: E402
+from online_peers import run_river, run_sklearn, run_vw  # noqa: E402
 
 from algorithms.datasets.online_synthetic import concatenate, make_task, make_x1, stream  # noqa: E402
 from algorithms.online import LEARNERS  # noqa: E402
@@ -132,96 +132,6 @@ def run_libsol(libsol):
     return rows
 
 
-def run_sklearn(X, y, n_train):
-    from sklearn.linear_model import SGDClassifier
-    train, test = X.row_slice(0, n_train).to_scipy(), X.row_slice(n_train, X.n_rows).to_scipy()
-    rows = []
-    for penalty, alpha in [("l2", 1e-4), ("l1", 1e-4), ("l1", 1e-3)]:
-        model = SGDClassifier(loss="hinge", penalty=penalty, alpha=alpha, random_state=0)
-        model.partial_fit(train, y[:n_train], classes=[-1, 1])
-        rows.append({"method": f"sklearn SGD hinge {penalty} alpha={alpha}", "B": "all",
-                     "test_acc": float((model.predict(test) == y[n_train:]).mean()),
-                     "nonzeros": int(np.count_nonzero(model.coef_))})
-    return rows
-
-
-def run_river(X, y, n_train, subset):
-    try:
-        from river import linear_model
-    except ImportError:
-        return [{"method": "river (not installed)"}]
-    rows = []
-    for name, model in [("river Perceptron", linear_model.Perceptron()),
-                        ("river LogisticRegression", linear_model.LogisticRegression())]:
-        start = time.perf_counter()
-        for i in range(subset):
-            lo, hi = X.indptr[i], X.indptr[i + 1]
-            model.learn_one(dict(zip(X.indices[lo:hi].tolist(), X.values[lo:hi].tolist(),
-                                     strict=True)), bool(y[i] > 0))
-        seconds = time.perf_counter() - start
-        correct = 0
-        tests = range(n_train, min(X.n_rows, n_train + 5000))
-        for i in tests:
-            lo, hi = X.indptr[i], X.indptr[i + 1]
-            guess = model.predict_one(dict(zip(X.indices[lo:hi].tolist(),
-                                               X.values[lo:hi].tolist(), strict=True)))
-            correct += (1 if guess else -1) == y[i]
-        rows.append({"method": f"{name} (first {subset} train)", "B": "all",
-                     "test_acc": correct / len(tests),
-                     "examples_per_s": subset / seconds})
-    return rows
-
-
-def write_vw(path: Path, X: CSRBatch, y: np.ndarray) -> None:
-    with open(path, "w") as out:
-        for i in range(X.n_rows):
-            lo, hi = X.indptr[i], X.indptr[i + 1]
-            features = " ".join(f"{j}:{v:.7g}" for j, v in zip(X.indices[lo:hi].tolist(),
-                                                                X.values[lo:hi].tolist(),
-                                                                strict=True))
-            out.write(f"{int(y[i])} | {features}\n")
-
-
-def vw_nonzeros(readable_model: str) -> int:
-    """Non-zero weights of a VW model as it predicts. With ``--l1`` VW stores the weights
-    untruncated next to the accumulated penalty ``l1_state`` and applies the truncation
-    sign(w) max(|w| - l1_state, 0) when it predicts, so a stored weight counts only when
-    |w| > l1_state (the stored weights alone: 20,001 "non-zeros" at any --l1)."""
-    penalty = re.search(r"^l1_state (\S+)$", readable_model, flags=re.MULTILINE)
-    gravity = float(penalty.group(1)) if penalty else 0.0
-    weights = re.findall(r"^\d+:(\S+)", readable_model, flags=re.MULTILINE)
-    return sum(abs(float(w)) > gravity for w in weights)
-
-
-def run_vw(X, y, n_train, workdir: Path):
-    try:
-        import vowpalwabbit
-    except ImportError:
-        return [{"method": "vowpal wabbit (not installed)"}], {}
-    train_path, test_path = workdir / "train.vw", workdir / "test.vw"
-    write_vw(train_path, X.row_slice(0, n_train), y[:n_train])
-    write_vw(test_path, X.row_slice(n_train, X.n_rows), y[n_train:])
-    rows, timing = [], {}
-    for label, extra in [("vw logistic", ""), ("vw logistic --l1 1e-5", "--l1 1e-5"),
-                         ("vw logistic --l1 5e-5", "--l1 5e-5"),
-                         ("vw logistic --l1 1e-4", "--l1 1e-4")]:
-        model, readable = workdir / "model.vw", workdir / "model.txt"
-        start = time.perf_counter()
-        vowpalwabbit.Workspace(f"-d {train_path} --loss_function logistic --quiet "
-                               f"-f {model} --readable_model {readable} {extra}").finish()
-        seconds = time.perf_counter() - start
-        predictions = workdir / "predictions.txt"
-        vowpalwabbit.Workspace(f"-t -i {model} -d {test_path} -p {predictions} "
-                               "--quiet").finish()
-        scores = np.loadtxt(predictions)
-        nonzeros = vw_nonzeros(readable.read_text())
-        rows.append({"method": label, "B": "all",
-                     "test_acc": float((np.where(scores >= 0, 1, -1) == y[n_train:]).mean()),
-                     "nonzeros": nonzeros})
-        timing.setdefault("vw_file_seconds", seconds)
-    return rows, timing
-
-
 @njit(cache=True)
 def _read_once(indptr, indices, values):
     """Sum every index and value: the memory traffic of one pass, with no learning. Four
@@ -266,6 +176,11 @@ def _gather_once(indptr, indices, values, weights):
     return (s0 + s1) + (s2 + s3)
 
 
+def throughput_budget(variant: str) -> int | None:
+    """The throughput rows' B: 200 for the selectors, none for OGD and AROW."""
+    return 200 if LEARNERS[algorithm_of(variant)].selects else None
+
+
 def throughput(X, y, n_train, chosen, libsol=None):
     """Training examples/s on in-memory CSR, ours at B=200 vs scikit-learn partial_fit (and
     LIBSOL's learners with the same hyperparameters when ``libsol`` is given), all timed in
@@ -282,7 +197,7 @@ def throughput(X, y, n_train, chosen, libsol=None):
             "ceiling": lambda: _read_once(train.indptr, train.indices, train.values),
             "gather": lambda: _gather_once(train.indptr, train.indices, train.values, weights)}
     for variant in GRIDS:
-        budget = 200 if LEARNERS[algorithm_of(variant)].selects else None
+        budget = throughput_budget(variant)
         params = chosen[(variant, budget)]
         fit(variant, budget, params, train.row_slice(0, 100), y_train[:100])   # warm JIT
         runs[variant] = lambda v=variant, b=budget, p=params: fit(v, b, p, train, y_train)
@@ -292,7 +207,7 @@ def throughput(X, y, n_train, chosen, libsol=None):
     libsol_accuracy = {}
     if libsol is not None:
         for variant in LIBSOL_ALGORITHMS:
-            budget = 200 if LEARNERS[algorithm_of(variant)].selects else None
+            budget = throughput_budget(variant)
 
             def libsol_run(v=variant, b=budget, p=chosen[(variant, budget)]):
                 seconds, libsol_accuracy[v] = libsol.run(v, b, p)
@@ -314,7 +229,7 @@ def throughput(X, y, n_train, chosen, libsol=None):
              "examples_per_s": n_train / base, "nonzeros_per_s": train.nnz / base,
              "vs_sklearn": 1.0}]
     for variant in GRIDS:
-        budget = 200 if LEARNERS[algorithm_of(variant)].selects else None
+        budget = throughput_budget(variant)
         ours, from_scipy = seconds[variant], seconds[f"{variant} from scipy"]
         rows.append({"method": f"{variant} (B={budget or 'all'})",
                      "examples_per_s": n_train / ours, "nonzeros_per_s": train.nnz / ours,
@@ -324,7 +239,7 @@ def throughput(X, y, n_train, chosen, libsol=None):
         if variant in libsol_accuracy:
             rows[-1]["vs_libsol"] = seconds[f"libsol {variant}"] / ours
     for variant in libsol_accuracy:
-        budget = 200 if LEARNERS[algorithm_of(variant)].selects else None
+        budget = throughput_budget(variant)
         theirs = seconds[f"libsol {variant}"]
         rows.append({"method": f"LIBSOL {LIBSOL_ALGORITHMS[variant]} (B={budget or 'all'}), "
                                "learning alone on batches in memory",
