@@ -11,10 +11,11 @@ Split score (the decrease of the paper's Eq. 14 objective, see ``estimator`` doc
     score(f, b) = 1/2 (G_L^2 / n_L + G_R^2 / n_R - G^2 / n) - penalty[f]
 
 where ``G`` sums the negative gradients ``g_i`` of the node's rows and ``penalty[f] =
-mu c_f`` while ``f`` is unused by every earlier tree and by the nodes of this tree already
-split (``phi_f = 1``), else 0. Options (estimator's ``reg_lambda`` / ``split_gain``): every
-denominator ``n`` becomes ``n + lam``, or ``H + lam`` with the Newton gain (``H`` = sum of
-``hess`` over the rows, histogrammed alongside ``g``); leaves are then ``G / (W + lam)``.
+mu c_g`` while no feature of ``f``'s group ``g`` is used by an earlier tree or by the nodes
+of this tree already split (``phi_g = 1``), else 0 (singleton groups: ``mu c_f phi_f``, the
+paper). Options (estimator's ``reg_lambda`` / ``split_gain``): every denominator ``n``
+becomes ``n + lam``, or ``H + lam`` with the Newton gain (``H`` = sum of ``hess`` over the
+rows, histogrammed alongside ``g``); leaves are then ``G / (W + lam)``.
 ``lam = 0`` with the plain gain runs exactly the paper's arithmetic. Growth is level by
 level, nodes left to right; the sibling with fewer rows gets a histogram, the other is
 ``parent - sibling`` (subtraction trick).
@@ -160,7 +161,8 @@ def _leaf(total, weight, lam):
 @njit(cache=True)
 def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, min_weight,
                force_root, hist_a_sum, hist_a_cnt, hist_b_sum, hist_b_cnt, tmp, lam, newton,
-               min_child_weight, hist_a_hess, hist_b_hess):
+               min_child_weight, hist_a_hess, hist_b_hess, group_of, group_indptr,
+               group_members):
     """Grow one penalized regression tree on ``grad`` over ``rows`` (int32, reordered).
 
     Splits use the score above (with ``lam`` added to every denominator; ``newton`` puts
@@ -168,12 +170,15 @@ def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, mi
     ``sum g / (sum hess + lam)`` (``hess`` float64, n). A node splits only if it has
     ``>= 2 min_leaf`` rows and ``sum hess >= min_weight``.
 
-    ``penalty`` (float64, d) is ``mu c_f phi_f`` and is updated in place: a feature this tree
-    splits on gets penalty 0. ``force_root`` makes the root split whenever it removes any
-    squared error (used while the ensemble has no feature). Workspaces: ``hist_*`` of shape
-    (2^(D-1), d, B_max) (the ``*_hess`` ones are only touched with ``newton``, else any
-    float64 3-D array will do) and ``tmp`` (len(rows),). Returns (feature int32, threshold
-    int32, value float64), each of length 2^(D+1) - 1.
+    ``penalty`` (float64, d) is ``mu c_g phi_g`` and is updated in place: once this tree
+    splits on a feature of group ``g``, every member of ``g`` gets penalty 0 (O(|g|) per
+    split). Groups are a CSR (members of ``g``: ``group_members[group_indptr[g]:
+    group_indptr[g + 1]]``) with ``group_of[f]`` the group of ``f`` (all int64); singleton
+    groups give the paper's per-feature rule. ``force_root`` makes the root split whenever it
+    removes any squared error (used while the ensemble has no feature). Workspaces:
+    ``hist_*`` of shape (2^(D-1), d, B_max) (the ``*_hess`` ones are only touched with
+    ``newton``, else any float64 3-D array will do) and ``tmp`` (len(rows),). Returns
+    (feature int32, threshold int32, value float64), each of length 2^(D+1) - 1.
     """
     n_nodes = 2 ** (max_depth + 1) - 1
     feature = np.full(n_nodes, -1, dtype=np.int32)
@@ -218,7 +223,9 @@ def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, mi
                 continue
             feature[j] = f
             threshold[j] = b
-            penalty[f] = 0.0
+            grp = group_of[f]
+            for k in range(group_indptr[grp], group_indptr[grp + 1]):
+                penalty[group_members[k]] = 0.0
             mid = _partition(codes, grad, hess, rows, tmp, start[j], end[j], f, b, stats)
             left, right = 2 * j + 1, 2 * j + 2
             start[left], end[left], start[right], end[right] = start[j], mid, mid, end[j]

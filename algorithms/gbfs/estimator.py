@@ -37,6 +37,13 @@ reproduce the paper's trees bit for bit):
   keep ``H >= min_child_hessian`` (LightGBM's ``min_sum_hessian_in_leaf``), and the
   penalty ``mu c_f phi_f`` is charged exactly as before. For the squared loss
   (``l'' = 1``) it equals the gradient criterion. Needs ``leaf_values="newton"``.
+Feature groups (``feature_groups``, a partition of the features, with ``group_costs`` c_g):
+computing group ``g`` yields all its features, so Eq. 14's penalty becomes
+``mu sum_g c_g phi_g F_g(h)`` with ``F_g(h) = 1`` if ``h`` splits on any feature of ``g`` and
+``phi_g = 1`` while no earlier tree used a feature of ``g``. A split on ``f`` in group ``g(f)``
+is charged ``mu c_{g(f)} phi_{g(f)}``, and once a node splits on a feature of ``g`` every
+feature of ``g`` is free for the rest of that tree and all later trees. Singleton groups
+``{f}`` with ``c_g = c_f`` are the per-feature penalty above, with bit-identical trees.
 While the ensemble has no feature yet the root split is taken even when ``score <= 0``, so
 ``mu -> inf`` gives the single most useful (cost-adjusted) feature, not a constant model.
 Early stopping (``n_estimators``) plays the paper's l1 term. Training: O(T (n d D + 2^D d B)).
@@ -66,6 +73,38 @@ _ARRAYS = ("bin_edges_", "bin_offsets_", "tree_feature_", "tree_threshold_",
            "feature_entry_iteration_", "train_loss_")
 
 
+def _first_uses(tree_feature: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ids ``key[f]`` of the split features in order of first use (tree by tree, nodes in
+    heap order 0, 1, ...) and the tree index of each first use, both int64. O(T 2^D)."""
+    ids: list[int] = []
+    trees: list[int] = []
+    seen: set[int] = set()
+    for t, row in enumerate(tree_feature):
+        for f in row[row >= 0]:
+            k = int(key[f])
+            if k not in seen:
+                seen.add(k)
+                ids.append(k)
+                trees.append(t)
+    return np.asarray(ids, dtype=np.int64), np.asarray(trees, dtype=np.int64)
+
+
+def _group_csr(groups: list) -> tuple[np.ndarray, np.ndarray]:
+    """Groups as CSR: ``members[indptr[g]:indptr[g + 1]]`` is group ``g`` (both int64)."""
+    sizes = np.array([len(g) for g in groups], dtype=np.int64)
+    indptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(sizes)])
+    members = [np.asarray(g, dtype=np.int64) for g in groups]
+    return indptr, np.concatenate(members + [np.zeros(0, dtype=np.int64)])
+
+
+def _group_of(indptr: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """``group_of[f]`` = the group holding feature ``f`` (members must be a permutation)."""
+    group_of = np.empty(members.shape[0], dtype=np.int64)
+    group_of[members] = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64),
+                                  np.diff(indptr))
+    return group_of
+
+
 def _as_dense(X: Any) -> np.ndarray:
     """Dense C-ordered float64 ``X`` (scipy sparse converted once), checked finite and 2-D."""
     X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
@@ -82,7 +121,10 @@ class GBFS:
 
     Parameters (keyword-only): ``loss`` ("logistic" | "squared"), ``n_estimators`` (T),
     ``learning_rate`` (alpha, paper 0.1), ``max_depth`` (paper 4-5), ``mu`` (feature
-    penalty), ``feature_costs`` (c_f, default 1), ``max_bins`` (<= 255),
+    penalty), ``feature_costs`` (c_f, default 1), ``feature_groups`` (disjoint lists of
+    feature indices covering 0..d-1; a group's cost is paid once, at the first split on any
+    of its features; not with ``feature_costs``), ``group_costs`` (c_g, one per group,
+    default 1), ``max_bins`` (<= 255),
     ``min_samples_leaf``, ``min_split_hessian`` (a node splits only if its
     ``sum_i l''(H_i) >=`` this; ``l'' = 1`` for mean leaves; LightGBM's
     ``min_sum_hessian_in_leaf = 1e-3`` on both children implies the default ``2e-3``),
@@ -93,18 +135,24 @@ class GBFS:
     ``random_state``.
 
     Fitted: ``selected_features_`` (in order of entry), ``feature_entry_iteration_`` (tree
-    index where each entered), ``base_score_``, ``tree_*_`` arrays of shape (T, 2^(D+1)-1),
+    index where each entered), ``selected_groups_`` / ``group_entry_iteration_`` (the same
+    for groups; without ``feature_groups`` group ``f`` is feature ``f``), ``base_score_``,
+    ``tree_*_`` arrays of shape (T, 2^(D+1)-1),
     ``train_loss_`` (T,), ``classes_`` (logistic).
 
     Examples
     --------
     >>> model = GBFS(mu=2.0, n_estimators=200).fit(X, y)  # doctest: +SKIP
     >>> model.selected_features_, model.predict(X, computed={0, 3})  # doctest: +SKIP
+    >>> grouped = GBFS(mu=2.0, feature_groups=[[0, 1], [2]], group_costs=[3.0, 1.0])
+    >>> grouped.fit(X, y).next_group(set())  # doctest: +SKIP
     """
 
     def __init__(self, *, loss: str = "logistic", n_estimators: int = 100,
                  learning_rate: float = 0.1, max_depth: int = 4, mu: float = 0.0,
-                 feature_costs: np.ndarray | None = None, max_bins: int = 255,
+                 feature_costs: np.ndarray | None = None,
+                 feature_groups: list[list[int]] | None = None,
+                 group_costs: np.ndarray | None = None, max_bins: int = 255,
                  min_samples_leaf: int = 1, min_split_hessian: float = 2e-3,
                  subsample: float = 1.0,
                  leaf_values: str = "newton", reg_lambda: float = 0.0,
@@ -116,6 +164,8 @@ class GBFS:
         self.max_depth = max_depth
         self.mu = mu
         self.feature_costs = feature_costs
+        self.feature_groups = feature_groups
+        self.group_costs = group_costs
         self.max_bins = max_bins
         self.min_samples_leaf = min_samples_leaf
         self.min_split_hessian = min_split_hessian
@@ -127,7 +177,8 @@ class GBFS:
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
-    def _check_params(self, d: int) -> np.ndarray:
+    def _check_params(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Validate every parameter; returns :meth:`_check_groups`."""
         if self.loss not in losses.LOSSES:
             raise ValueError(f"loss must be one of {losses.LOSSES}, got {self.loss!r}")
         if self.n_estimators < 0 or not 0 <= self.max_depth <= 16:
@@ -146,11 +197,38 @@ class GBFS:
             raise ValueError("reg_lambda and min_child_hessian must be >= 0")
         if not 0 < self.subsample <= 1:
             raise ValueError(f"subsample must be in (0, 1], got {self.subsample}")
-        costs = np.ones(d) if self.feature_costs is None else self.feature_costs
+        return self._check_groups(d)
+
+    def _check_groups(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Validated groups as (indptr, members, group_of, costs): CSR int64, the group of each
+        feature (int64, d) and ``c_g`` (float64). No groups: singletons, costs ``c_f``. O(d)."""
+        if self.feature_groups is None:
+            if self.group_costs is not None:
+                raise ValueError("group_costs needs feature_groups")
+            costs = np.ones(d) if self.feature_costs is None else self.feature_costs
+            costs = np.asarray(costs, dtype=np.float64)
+            if costs.shape != (d,) or not np.all(np.isfinite(costs)) or np.any(costs < 0):
+                raise ValueError(f"feature_costs must be {d} finite non-negative numbers")
+            single = np.arange(d, dtype=np.int64)
+            return np.arange(d + 1, dtype=np.int64), single, single, costs
+        if self.feature_costs is not None:
+            raise ValueError("give feature_costs or feature_groups (with group_costs), not both")
+        groups = [np.asarray(group) for group in self.feature_groups]
+        if any(g.ndim != 1 or (g.size and g.dtype.kind not in "iu") for g in groups):
+            raise ValueError("feature_groups must be lists of integer feature indices")
+        indptr, members = _group_csr(groups)
+        if np.any(members < 0) or np.any(members >= d):
+            raise ValueError(f"feature_groups has indices outside 0..{d - 1}")
+        count = np.bincount(members, minlength=d)
+        if np.any(count > 1):
+            raise ValueError(f"features {np.flatnonzero(count > 1)} are in more than one group")
+        if np.any(count == 0):
+            raise ValueError(f"features {np.flatnonzero(count == 0)} are in no feature group")
+        costs = np.ones(len(groups)) if self.group_costs is None else self.group_costs
         costs = np.asarray(costs, dtype=np.float64)
-        if costs.shape != (d,) or not np.all(np.isfinite(costs)) or np.any(costs < 0):
-            raise ValueError(f"feature_costs must be {d} finite non-negative numbers")
-        return costs
+        if costs.shape != (len(groups),) or not np.all(np.isfinite(costs)) or np.any(costs < 0):
+            raise ValueError(f"group_costs must be {len(groups)} finite non-negative numbers")
+        return indptr, members, _group_of(indptr, members), costs
 
     def _encode_labels(self, y: Any, n: int) -> np.ndarray:
         y = np.asarray(y)
@@ -170,7 +248,7 @@ class GBFS:
         """Boost ``n_estimators`` penalized trees on ``X`` (n, d), dense or CSR, and ``y``."""
         X = _as_dense(X)
         n, d = X.shape
-        costs = self._check_params(d)
+        indptr, members, group_of, costs = self._check_params(d)
         target = self._encode_labels(y, n)
         self.n_features_in_ = d
         self.bin_edges_, self.bin_offsets_ = binning.fit_bin_edges(X, self.max_bins)
@@ -190,10 +268,8 @@ class GBFS:
         hess_hists = [np.zeros((slots, d, width) if split_newton else (1, 1, 1))
                       for _ in range(2)]
         rng = np.random.default_rng(self.random_state)
-        penalty = self.mu * costs
-        used = np.zeros(d, dtype=bool)
-        entered: list[int] = []
-        entry_iteration: list[int] = []
+        penalty = self.mu * costs[group_of]
+        any_split = False
         scores = np.full(n, self.base_score_, dtype=np.float64)
         newton, ones = self.leaf_values == "newton", np.ones(n, dtype=np.float64)
         for t in range(T):
@@ -205,23 +281,27 @@ class GBFS:
                 rows = np.sort(rng.choice(n, size=m, replace=False)).astype(np.int32)
             feature, threshold, value = _tree._grow_tree(
                 codes, grad, hess, rows, n_bins, penalty, depth, self.min_samples_leaf,
-                float(self.min_split_hessian), not entered, *hists, tmp,
+                float(self.min_split_hessian), not any_split, *hists, tmp,
                 float(self.reg_lambda), split_newton, float(self.min_child_hessian),
-                *hess_hists)
-            for f in feature[feature >= 0]:
-                if not used[f]:
-                    used[f] = True
-                    entered.append(int(f))
-                    entry_iteration.append(t)
+                *hess_hists, group_of, indptr, members)
+            any_split = any_split or bool(feature[0] >= 0)
             self.tree_feature_[t], self.tree_threshold_[t], self.tree_value_[t] = (
                 feature, threshold, value)
             _tree._add_tree_binned(codes, feature, threshold, value,
                                    float(self.learning_rate), scores)
             self.train_loss_[t] = losses.mean_loss(self.loss, target, scores)
-        self.selected_features_ = np.asarray(entered, dtype=np.int64)
-        self.feature_entry_iteration_ = np.asarray(entry_iteration, dtype=np.int64)
+        self.selected_features_, self.feature_entry_iteration_ = _first_uses(
+            self.tree_feature_, np.arange(d))
+        self.selected_groups_, self.group_entry_iteration_ = _first_uses(
+            self.tree_feature_, group_of)
         self.tree_split_value_ = self._split_values()
         return self
+
+    def _group_of(self) -> np.ndarray:
+        """Group of each fitted feature (int64, d); feature ``f`` is group ``f`` without groups."""
+        if self.feature_groups is None:
+            return np.arange(self.n_features_in_, dtype=np.int64)
+        return _group_of(*_group_csr(list(self.feature_groups)))
 
     def _split_values(self) -> np.ndarray:
         """Raw thresholds ``e_b`` of every split (``x <= e_b`` goes left), float64 (T, nodes)."""
@@ -245,6 +325,31 @@ class GBFS:
         missing = [int(t) for f, t in zip(self.selected_features_, self.feature_entry_iteration_,
                                           strict=True) if int(f) not in allowed]
         return min(missing, default=n_trees)
+
+    def n_trees_for_groups(self, computed_groups: Iterable[int] | None) -> int:
+        """Longest prefix of trees using only features of the groups ``computed_groups`` (all
+        trees if None): ``n_trees_for`` of their features. O(#selected groups)."""
+        n_trees = self.tree_feature_.shape[0]
+        if computed_groups is None:
+            return n_trees
+        allowed = {int(g) for g in computed_groups}
+        missing = [int(t) for g, t in zip(self.selected_groups_, self.group_entry_iteration_,
+                                          strict=True) if int(g) not in allowed]
+        return min(missing, default=n_trees)
+
+    def next_group(self, computed_groups: Iterable[int] | None = ()) -> int | None:
+        """Group to compute next: of the first feature (heap order 0, 1, ...) of tree
+        ``t = n_trees_for_groups(computed_groups)`` outside them; None if all trees are
+        usable. Computing it is necessary for tree ``t``. O(#selected groups + 2^D + d)."""
+        if computed_groups is None:
+            return None
+        allowed = {int(g) for g in computed_groups}
+        t = self.n_trees_for_groups(allowed)
+        if t == self.tree_feature_.shape[0]:
+            return None
+        group_of = self._group_of()
+        return next(int(group_of[f]) for f in self.tree_feature_[t]
+                    if f >= 0 and int(group_of[f]) not in allowed)
 
     def n_features_used(self, n_trees: int | None = None) -> int:
         """Number of distinct features used by the first ``n_trees`` trees."""
@@ -302,6 +407,12 @@ class GBFS:
         state["algorithm"] = "GBFS"
         if self.feature_costs is not None:
             state["feature_costs"] = np.asarray(self.feature_costs, dtype=np.float64)
+        if self.feature_groups is not None:
+            groups = list(self.feature_groups)
+            state["feature_groups_members"] = _group_csr(groups)[1]
+            state["feature_groups_sizes"] = np.array([len(g) for g in groups], dtype=np.int64)
+        if self.group_costs is not None:
+            state["group_costs"] = np.asarray(self.group_costs, dtype=np.float64)
         state["base_score_"] = float(self.base_score_)
         state["n_features_in_"] = int(self.n_features_in_)
         for name in _ARRAYS + (("classes_",) if self.loss == "logistic" else ()):
@@ -314,12 +425,20 @@ class GBFS:
         if state.get("algorithm") != "GBFS":
             raise ValueError("state is not a GBFS state")
         params = {name: state.get(name, _LEGACY.get(name)) for name in _PARAMS}
-        model = cls(**params,
-                    feature_costs=state.get("feature_costs"))
+        groups = None
+        if "feature_groups_sizes" in state:  # states before feature groups have none
+            members = np.asarray(state["feature_groups_members"], dtype=np.int64)
+            ends = np.cumsum(np.asarray(state["feature_groups_sizes"], dtype=np.int64))
+            parts = np.split(members, ends[:-1]) if len(ends) else []
+            groups = [part.tolist() for part in parts]
+        model = cls(**params, feature_costs=state.get("feature_costs"),
+                    feature_groups=groups, group_costs=state.get("group_costs"))
         model.base_score_ = float(state["base_score_"])
         model.n_features_in_ = int(state["n_features_in_"])
         for name in _ARRAYS + (("classes_",) if model.loss == "logistic" else ()):
             setattr(model, name, np.asarray(state[name]))
+        model.selected_groups_, model.group_entry_iteration_ = _first_uses(
+            model.tree_feature_, model._group_of())
         return model
 
     def to_bytes(self) -> bytes:

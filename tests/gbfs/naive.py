@@ -3,7 +3,8 @@
 No histograms, no subtraction trick, no numba: every candidate split ``code <= b`` of every
 node is evaluated by masking the node's rows and summing directly. Same growth order
 (level by level, left to right), same tie rule (first wins unless beaten by > REL_TIE) and the same
-penalized score as ``algorithms.gbfs._tree``.
+penalized score as ``algorithms.gbfs._tree``. Feature groups: a split on ``f`` makes every
+feature of ``f``'s group free (penalty 0) for the rest of the tree and all later trees.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ REL_TIE = 1e-10
 
 
 def naive_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, force_root,
-               min_weight=2e-3, lam=0.0, newton=False, min_child=0.0):
-    """Return (feature, threshold, value) heap arrays; ``penalty`` is updated in place.
+               min_weight=2e-3, lam=0.0, newton=False, min_child=0.0, groups=None):
+    """Return (feature, threshold, value) heap arrays; ``penalty`` is updated in place: after a
+    split on ``f`` every feature of the group (in ``groups``, a list of lists) holding ``f``
+    gets penalty 0 (only ``f`` itself without ``groups``).
 
     Split denominators are ``count + lam`` (or ``sum hess + lam`` with ``newton``, where both
     children also need ``sum hess >= min_child``); leaves are ``sum g / (sum hess + lam)``.
@@ -64,7 +67,10 @@ def naive_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, fo
             tol = REL_TOL * np.sum(g * g)
             if f < 0 or not (score > tol or (force_root and j == 0 and gain > tol)):
                 continue
-            feature[j], threshold[j], penalty[f] = f, b, 0.0
+            feature[j], threshold[j] = f, b
+            for group in groups if groups is not None else [[f]]:
+                if f in group:
+                    penalty[group] = 0.0
             left = codes[idx, f] <= b
             members[2 * j + 1], members[2 * j + 2] = idx[left], idx[~left]
             w = hess[idx]
@@ -76,10 +82,11 @@ def naive_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, fo
 def naive_gbfs(X, y, *, loss="logistic", n_estimators=10, learning_rate=0.1, max_depth=3,
                mu=0.0, costs=None, max_bins=255, min_samples_leaf=1, leaf_values="newton",
                min_split_hessian=2e-3, reg_lambda=0.0, split_gain="gradient",
-               min_child_hessian=1e-3):
+               min_child_hessian=1e-3, groups=None, group_costs=None):
     """Plain gradient boosting with ``naive_tree``; returns (features, thresholds, values, F).
 
-    ``y`` is 0/1 for the logistic loss. Bins come from ``algorithms.gbfs.binning``.
+    ``y`` is 0/1 for the logistic loss. Bins come from ``algorithms.gbfs.binning``. With
+    ``groups`` the penalty of ``f`` is ``mu * group_costs[g]`` for the group ``g`` holding it.
     """
     edges, offsets = binning.fit_bin_edges(X, max_bins)
     codes = binning.apply_bins(X, edges, offsets)
@@ -91,6 +98,11 @@ def naive_gbfs(X, y, *, loss="logistic", n_estimators=10, learning_rate=0.1, max
     else:
         scores = np.full(len(y), y.mean())
     penalty = mu * (np.ones(X.shape[1]) if costs is None else np.asarray(costs, float))
+    if groups is not None:
+        group_costs = np.ones(len(groups)) if group_costs is None else group_costs
+        penalty = np.zeros(X.shape[1])
+        for group, cost in zip(groups, group_costs, strict=True):
+            penalty[group] = mu * cost
     used = False
     trees = []
     for _ in range(n_estimators):
@@ -100,7 +112,7 @@ def naive_gbfs(X, y, *, loss="logistic", n_estimators=10, learning_rate=0.1, max
         hess = p * (1.0 - p) if newton else np.ones(len(y))
         tree = naive_tree(codes, grad, hess, np.arange(len(y)), n_bins, penalty, max_depth,
                           min_samples_leaf, not used, min_split_hessian, reg_lambda,
-                          split_gain == "newton", min_child_hessian)
+                          split_gain == "newton", min_child_hessian, groups)
         used = used or bool(np.any(tree[0] >= 0))
         trees.append(tree)
         scores = scores + learning_rate * _leaf_values(codes, *tree)

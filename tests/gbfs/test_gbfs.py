@@ -1,5 +1,7 @@
 """GBFS estimator: mu = 0 equals plain boosting, penalty semantics, anytime, round trip."""
 
+import itertools
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -53,19 +55,21 @@ def test_regularized_and_newton_fits_equal_the_oracle(task, loss, extra):
     np.testing.assert_allclose(model.decision_function(X), scores, rtol=1e-9, atol=1e-12)
 
 
-def test_paper_options_reproduce_the_original_trees_bit_for_bit():
+@pytest.mark.parametrize("singletons", [False, True])
+def test_paper_options_reproduce_the_original_trees_bit_for_bit(singletons):
     # SHA-256 prefixes of (tree_feature_, tree_threshold_, tree_value_) bytes produced by the
-    # kernels before reg_lambda / split_gain existed: lambda = 0 with the gradient (paper)
-    # split criterion must give exactly the same trees.
+    # kernels before reg_lambda / split_gain / feature_groups existed: lambda = 0 with the
+    # gradient (paper) split criterion, and singleton groups, must give exactly the same trees.
     import hashlib
 
     X, y, _ = make_gbfs_synthetic(300, 12, random_state=5)
+    groups = dict(feature_groups=[[f] for f in range(12)]) if singletons else {}
     fits = [GBFS(n_estimators=25, max_depth=3, min_samples_leaf=3, reg_lambda=0.0,
-                 split_gain="gradient", **kw).fit(X, y)
+                 split_gain="gradient", **groups, **kw).fit(X, y)
             for kw in (dict(mu=0.3), dict(mu=0.0, leaf_values="mean"),
                        dict(mu=1.0, subsample=0.7, random_state=1))]
     fits.append(GBFS(loss="squared", n_estimators=25, max_depth=3, mu=0.2, reg_lambda=0.0,
-                     split_gain="gradient").fit(X, X[:, 0] * y + X[:, 1] ** 2))
+                     split_gain="gradient", **groups).fit(X, X[:, 0] * y + X[:, 1] ** 2))
     digests = [hashlib.sha256(m.tree_feature_.tobytes() + m.tree_threshold_.tobytes()
                               + m.tree_value_.tobytes()).hexdigest()[:16] for m in fits]
     assert digests == ["c0a15f9a565ef519", "29931dcb270d61ce", "4acd89b4cc014c0c",
@@ -205,3 +209,218 @@ def test_state_without_the_newer_parameters_loads_with_the_paper_values(task):
     clone = GBFS.from_state_dict(state)
     assert (clone.reg_lambda, clone.split_gain) == (0.0, "gradient")
     np.testing.assert_array_equal(clone.decision_function(X), model.decision_function(X))
+
+
+# ------------------------------------------------------------------------ feature groups
+GROUPS = [[0, 5, 7], [1], [2, 3], [4, 8, 9, 10], [6, 11]]
+GROUP_COSTS = np.array([2.0, 0.5, 1.0, 3.0, 1.5])
+
+
+def _group_costs_per_feature(groups, group_costs, d):
+    costs = np.zeros(d)
+    for group, cost in zip(groups, group_costs, strict=True):
+        costs[group] = cost
+    return costs
+
+
+def _first_groups(model, groups):
+    """(groups in order of first use, tree of each), written out from the trees."""
+    order, trees = [], []
+    for t, tree in enumerate(model.tree_feature_):
+        for f in tree[tree >= 0]:
+            g = next(k for k, group in enumerate(groups) if f in group)
+            if g not in order:
+                order.append(g)
+                trees.append(t)
+    return order, trees
+
+
+@pytest.mark.parametrize(("loss", "leaf_values"), [("logistic", "newton"), ("logistic", "mean"),
+                                                   ("squared", "newton"), ("squared", "mean")])
+def test_singleton_groups_give_the_feature_cost_trees_bit_for_bit(task, loss, leaf_values):
+    X, y, _ = task
+    target = y if loss == "logistic" else X[:, 0] * y + X[:, 1] ** 2
+    costs = np.linspace(0.3, 2.0, X.shape[1])
+    perm = np.random.default_rng(0).permutation(X.shape[1])  # group k is feature perm[k]
+    params = dict(loss=loss, leaf_values=leaf_values, mu=0.4, n_estimators=25, max_depth=3,
+                  subsample=0.8, random_state=2)
+    plain = GBFS(feature_costs=costs, **params).fit(X, target)
+    grouped = GBFS(feature_groups=[[int(f)] for f in perm], group_costs=costs[perm],
+                   **params).fit(X, target)
+    for name in ("tree_feature_", "tree_threshold_", "tree_value_", "tree_split_value_",
+                 "train_loss_", "selected_features_", "feature_entry_iteration_"):
+        np.testing.assert_array_equal(getattr(grouped, name), getattr(plain, name))
+    assert len(plain.selected_features_) >= 3  # the penalty shaped these trees
+    np.testing.assert_array_equal(grouped.selected_groups_,
+                                  np.argsort(perm)[plain.selected_features_])
+    np.testing.assert_array_equal(grouped.group_entry_iteration_, plain.feature_entry_iteration_)
+    # without groups every feature is its own group
+    np.testing.assert_array_equal(plain.selected_groups_, plain.selected_features_)
+    np.testing.assert_array_equal(plain.group_entry_iteration_, plain.feature_entry_iteration_)
+
+
+@pytest.mark.parametrize(("loss", "extra"), [
+    ("logistic", dict()), ("logistic", dict(leaf_values="mean")), ("squared", dict()),
+    ("logistic", dict(split_gain="newton", reg_lambda=0.5)),
+])
+def test_grouped_fit_equals_the_oracle(task, loss, extra):
+    X, y, _ = task
+    X, y = X[:150], y[:150]
+    target = y if loss == "logistic" else X[:, 0] * y + X[:, 1] ** 2
+    mu = 0.3 if loss == "logistic" else 0.1
+    params = dict(n_estimators=8, learning_rate=0.3, max_depth=3, max_bins=12, mu=mu,
+                  min_samples_leaf=2, **extra)
+    model = GBFS(loss=loss, feature_groups=GROUPS, group_costs=GROUP_COSTS, **params)
+    model.fit(X, target)
+    feats, thresholds, values, scores = naive_gbfs(X, target, loss=loss, groups=GROUPS,
+                                                   group_costs=GROUP_COSTS, **params)
+    np.testing.assert_array_equal(model.tree_feature_, feats)
+    np.testing.assert_array_equal(model.tree_threshold_, thresholds)
+    np.testing.assert_allclose(model.tree_value_, values, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model.decision_function(X), scores, rtol=1e-9, atol=1e-12)
+    order, trees = _first_groups(model, GROUPS)
+    np.testing.assert_array_equal(model.selected_groups_, order)
+    np.testing.assert_array_equal(model.group_entry_iteration_, trees)
+    assert model.selected_groups_.dtype == model.group_entry_iteration_.dtype == np.int64
+    # the group rule matters here: charging each feature its group's cost gives other trees
+    ungrouped = naive_gbfs(X, target, loss=loss,
+                           costs=_group_costs_per_feature(GROUPS, GROUP_COSTS, X.shape[1]),
+                           **params)[0]
+    assert not np.array_equal(feats, ungrouped)
+
+
+@pytest.mark.parametrize(("depth", "n_trees", "free_node"), [(2, 1, (0, 1)), (1, 2, (1, 0))])
+def test_a_used_group_makes_its_other_features_free(depth, n_trees, free_node):
+    # y = 10 x0 + x1 + 1.2 x2 on the full binary design: {x0, x1} is one group of cost 5, x2
+    # alone costs 2, mu = 15. Splitting a half (200 rows) on x1 gains 200/8 = 25, on x2
+    # 200/8 * 1.44 = 36 (the whole 400 rows in tree 1: 50 and 72). x0 enters at the root
+    # (gain 5000 > 75); after that x1 is free, so it beats x2 (25 > 36 - 30, 50 > 72 - 30),
+    # in the same tree (depth 2) and in the next one (depth 1), while x1 alone never pays off
+    # (25 < 75): charged per feature the model takes x2 instead.
+    X = np.array(list(itertools.product([0.0, 1.0], repeat=3)) * 50)
+    y = 10 * X[:, 0] + X[:, 1] + 1.2 * X[:, 2]
+    params = dict(loss="squared", n_estimators=n_trees, learning_rate=1.0, max_depth=depth,
+                  mu=15.0)
+    grouped = GBFS(feature_groups=[[0, 1], [2]], group_costs=[5.0, 2.0], **params).fit(X, y)
+    per_feature = GBFS(feature_costs=[5.0, 5.0, 2.0], **params).fit(X, y)
+    t, j = free_node
+    assert grouped.tree_feature_[0, 0] == per_feature.tree_feature_[0, 0] == 0
+    assert grouped.tree_feature_[t, j] == 1 and per_feature.tree_feature_[t, j] == 2
+    np.testing.assert_array_equal(grouped.selected_features_, [0, 1])
+    np.testing.assert_array_equal(grouped.selected_groups_, [0])  # paid once: cost 5
+    np.testing.assert_array_equal(grouped.group_entry_iteration_, [0])
+    np.testing.assert_array_equal(per_feature.selected_features_, [0, 2])
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_grouped_state_round_trip_is_bit_exact(task, loss):
+    X, y, _ = task
+    costs = np.array([0.1 + 3e-17, 1 / 3, 2.0**-30, 7.0, np.nextafter(1.5, 2.0)])
+    groups = [[0, 5, 7], [1], [3, 2], [10, 9, 4, 8], [6, 11]]  # members kept in given order
+    model = GBFS(loss=loss, mu=0.3, n_estimators=20, feature_groups=groups, group_costs=costs,
+                 random_state=5, subsample=0.9).fit(X, y)
+    state = model.state_dict()
+    np.testing.assert_array_equal(state["feature_groups_members"], sum(groups, []))
+    np.testing.assert_array_equal(state["feature_groups_sizes"], [3, 1, 2, 4, 2])
+    assert state["feature_groups_members"].dtype == state["feature_groups_sizes"].dtype == np.int64
+    clone = GBFS.from_bytes(model.to_bytes())
+    assert clone.feature_groups == groups
+    assert np.asarray(clone.group_costs).tobytes() == costs.tobytes()
+    again = clone.state_dict()
+    assert set(again) == set(state)
+    for name, value in state.items():
+        if isinstance(value, np.ndarray):
+            assert value.dtype == again[name].dtype, name
+            np.testing.assert_array_equal(value, again[name])
+        else:
+            assert value == again[name] and type(value) is type(again[name]), name
+    for name in ("selected_groups_", "group_entry_iteration_"):
+        np.testing.assert_array_equal(getattr(clone, name), getattr(model, name))
+    np.testing.assert_array_equal(clone.decision_function(X), model.decision_function(X))
+    for computed in (set(), {int(model.selected_groups_[0])}, {0, 2, 4}):
+        assert clone.n_trees_for_groups(computed) == model.n_trees_for_groups(computed)
+        assert clone.next_group(computed) == model.next_group(computed)
+    refit = clone.fit(X, y)  # the rebuilt parameters give the same model
+    np.testing.assert_array_equal(refit.tree_value_, model.tree_value_)
+
+
+def test_state_without_groups_loads_with_singleton_groups(task):
+    X, y, _ = task
+    model = GBFS(mu=0.3, n_estimators=15).fit(X, y)
+    state = model.state_dict()
+    assert not {"feature_groups_members", "feature_groups_sizes", "group_costs"} & set(state)
+    clone = GBFS.from_state_dict(state)
+    assert clone.feature_groups is None and clone.group_costs is None
+    np.testing.assert_array_equal(clone.selected_groups_, model.selected_features_)
+    np.testing.assert_array_equal(clone.group_entry_iteration_, model.feature_entry_iteration_)
+    computed = set(model.selected_features_[:2].tolist())
+    assert clone.n_trees_for_groups(computed) == model.n_trees_for(computed)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    (dict(feature_groups=[[0, 1, 2], [2, 3]] + [[f] for f in range(4, 12)]), "more than one"),
+    (dict(feature_groups=[[0, 1, 2, 3]] + [[f] for f in range(4, 11)]), "no feature group"),
+    (dict(feature_groups=[[0, 12]] + [[f] for f in range(1, 12)]), "outside"),
+    (dict(feature_groups=[[-1, 0]] + [[f] for f in range(1, 12)]), "outside"),
+    (dict(feature_groups=[[0.0, 1.5]] + [[f] for f in range(1, 12)]), "integer"),
+    (dict(feature_groups=GROUPS, group_costs=[1.0, -0.5, 1.0, 1.0, 1.0]), "group_costs"),
+    (dict(feature_groups=GROUPS, group_costs=[1.0, np.inf, 1.0, 1.0, 1.0]), "group_costs"),
+    (dict(feature_groups=GROUPS, group_costs=[1.0, 1.0]), "group_costs"),
+    (dict(feature_groups=GROUPS, feature_costs=np.ones(12)), "not both"),
+    (dict(group_costs=np.ones(12)), "needs feature_groups"),
+])
+def test_invalid_groups_are_rejected(task, kwargs, match):
+    X, y, _ = task
+    with pytest.raises(ValueError, match=match):
+        GBFS(n_estimators=2, **kwargs).fit(X, y)
+
+
+def test_group_prefix_and_next_group_follow_the_trees(task):
+    X, y, _ = task
+    model = GBFS(mu=0.15, n_estimators=40, max_depth=3, feature_groups=GROUPS,
+                 group_costs=GROUP_COSTS).fit(X, y)
+    T = model.tree_feature_.shape[0]
+    assert len(model.selected_groups_) >= 3 and model.group_entry_iteration_[-1] > 0
+    assert model.n_trees_for_groups(None) == T and model.next_group(None) is None
+    group_of = {f: g for g, group in enumerate(GROUPS) for f in group}
+    staged = [np.full(len(X), model.base_score_)] + list(model.staged_decision_function(X))
+    for r in range(len(GROUPS) + 1):
+        for computed in map(set, itertools.combinations(range(len(GROUPS)), r)):
+            features = [f for g in computed for f in GROUPS[g]]
+            t = model.n_trees_for_groups(computed)
+            assert t == model.n_trees_for(features)
+            np.testing.assert_array_equal(model.decision_function(X, computed=features),
+                                          staged[t])
+            g = model.next_group(computed)
+            assert model.next_group(iter(sorted(computed))) == g  # any iterable, read once
+            if g is None:
+                assert t == T
+                continue
+            assert g not in computed and isinstance(g, int)
+            first = next(group_of[f] for f in model.tree_feature_[t]
+                         if f >= 0 and group_of[f] not in computed)
+            assert g == first
+    # computing next_group until None reaches every tree, each group once
+    computed: list[int] = []
+    while (g := model.next_group(computed)) is not None:
+        assert g not in computed
+        before = model.n_trees_for_groups(computed)
+        computed.append(g)
+        assert model.n_trees_for_groups(computed) >= before
+    assert model.n_trees_for_groups(computed) == T
+    assert set(computed) == set(model.selected_groups_.tolist())
+    assert computed[0] == group_of[int(model.tree_feature_[0, 0])]
+
+
+def test_next_group_without_groups_is_a_feature(task):
+    X, y, _ = task
+    model = GBFS(mu=0.25, n_estimators=30, max_depth=3).fit(X, y)
+    for k in range(len(model.selected_features_) + 1):
+        computed = set(model.selected_features_[:k].tolist())
+        assert model.n_trees_for_groups(computed) == model.n_trees_for(computed)
+        g = model.next_group(computed)
+        if k == len(model.selected_features_):
+            assert g is None
+        else:
+            t = model.n_trees_for(computed)
+            assert g not in computed and g in model.tree_feature_[t]

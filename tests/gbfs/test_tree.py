@@ -8,15 +8,22 @@ from tests.gbfs.naive import naive_tree
 
 
 def _grow(codes, grad, rows, n_bins, penalty, depth, min_leaf, force, hess=None, weight=2e-3,
-          lam=0.0, newton=False, min_child=0.0):
+          lam=0.0, newton=False, min_child=0.0, groups=None):
+    """``_tree._grow_tree`` with fresh workspaces; ``groups`` (list of lists) default singletons."""
     d, width = codes.shape[1], int(n_bins.max())
+    groups = [[f] for f in range(d)] if groups is None else groups
+    indptr = np.cumsum([0] + [len(g) for g in groups]).astype(np.int64)
+    members = np.array([f for g in groups for f in g], dtype=np.int64)
+    group_of = np.empty(d, dtype=np.int64)
+    for k, group in enumerate(groups):
+        group_of[group] = k
     slots = max(1, 2 ** (depth - 1))
     hists = [np.zeros((slots, d, width), dtype=t) for t in (np.float64, np.int32) * 2]
     hess_hists = [np.zeros((slots, d, width)) for _ in range(2)]
     hess = np.ones(len(grad)) if hess is None else hess
     return _tree._grow_tree(codes, grad, hess, rows.astype(np.int32), n_bins, penalty, depth,
                             min_leaf, weight, force, *hists, np.empty(len(rows), dtype=np.int32),
-                            lam, newton, min_child, *hess_hists)
+                            lam, newton, min_child, *hess_hists, group_of, indptr, members)
 
 
 def _data(seed, n=80, d=5, levels=7):
@@ -112,3 +119,27 @@ def test_reg_lambda_shrinks_a_leaf_by_its_weight():
     feature, _, value = _grow(codes, grad, rows, n_bins, np.zeros(5), 0, 1, False, None,
                               2e-3, 4.0)
     assert feature[0] == -1 and value[0] == pytest.approx(grad.sum() / (len(grad) + 4.0))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_grouped_penalty_equals_the_oracle(seed):
+    codes, n_bins, grad = _data(seed, d=6)
+    groups = [[0, 3], [1], [2, 4, 5]] if seed % 2 else [[5, 0], [4, 1, 2], [3]]
+    costs = np.array([1.5, 0.4, 1.0])
+    penalty = np.zeros(6)
+    for group, cost in zip(groups, costs, strict=True):
+        penalty[group] = (0.5 + seed) * cost
+    hess = np.random.default_rng(seed).uniform(0.05, 0.25, size=len(grad))
+    rows = np.arange(codes.shape[0])
+    fast_penalty, slow_penalty = penalty.copy(), penalty.copy()
+    fast = _grow(codes, grad, rows, n_bins, fast_penalty, 3, 2, True, hess, groups=groups)
+    slow = naive_tree(codes, grad, hess, rows, n_bins, slow_penalty, 3, 2, True, groups=groups)
+    np.testing.assert_array_equal(fast[0], slow[0])
+    np.testing.assert_array_equal(fast[1], slow[1])
+    np.testing.assert_allclose(fast[2], slow[2], rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(fast_penalty, slow_penalty)
+    # exactly the groups holding a split feature are free now, all their members
+    used = {g for g, group in enumerate(groups) for f in fast[0] if f in group}
+    for g, group in enumerate(groups):
+        np.testing.assert_array_equal(fast_penalty[group], 0.0 if g in used else penalty[group])
+    assert used and any(len(groups[g]) > 1 for g in used)
