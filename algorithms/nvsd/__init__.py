@@ -11,6 +11,7 @@ from .relaxed import (
     RelaxedSelection,
     SubsetKernelRidge,
     ranked_supports,
+    ranked_units,
     select_relaxed,
 )
 
@@ -18,6 +19,6 @@ __all__ = [
     "NVSD", "ADMMResult", "DenseNVSDProblem", "GaussianKernel", "NVSDProblem",
     "PolynomialKernel", "Regularizer", "RelaxedNVSD", "RelaxedSelection", "SubsetKernelRidge",
     "derivative_gram", "kkt_residual", "make_kernel", "make_regularizer", "nvsd_path",
-    "ranked_supports", "select_relaxed", "solve_admm", "solve_admm_inexact", "solve_path",
-    "tau_grid", "tau_max",
+    "ranked_supports", "ranked_units", "select_relaxed", "solve_admm", "solve_admm_inexact",
+    "solve_path", "tau_grid", "tau_max",
 ]

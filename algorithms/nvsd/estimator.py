@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..serialization import dumps_state, loads_state
+from ._state import get_array, get_number
 from .admm import NVSDProblem
 from .inexact import DenseNVSDProblem
 from .kernels import evaluate_function, make_kernel
@@ -160,18 +162,41 @@ class NVSD:
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> NVSD:
-        """Inverse of :meth:`state_dict` (bit-exact)."""
+        """Inverse of :meth:`state_dict` (bit-exact); ``ValueError`` when the parameters are
+        invalid, a fitted array is missing, of the wrong shape or dtype, or not finite."""
         if state.get("class") != "NVSD":
             raise ValueError(f"not an NVSD state: {state.get('class')!r}")
+        missing = [name for name in _PARAMS if name not in state]
+        if missing:
+            raise ValueError(f"NVSD state lacks parameters {missing}")
         model = cls(**{name: state[name] for name in _PARAMS})
         if "alpha_" in state:
-            for name in _ARRAYS:
-                setattr(model, name, np.asarray(state[name]))
-            model.kappa_ = float(state["kappa_"])
-            model.n_iter_ = int(state["n_iter_"])
-            model.converged_ = bool(state["converged_"])
-            model.objective_ = float(state["objective_"])
+            X = get_array(state, "X_train_", (None, None))
+            n, d = X.shape
+            model.make_kernel()
+            model.make_regularizer(d)
+            model.X_train_ = X
+            model.alpha_ = get_array(state, "alpha_", (n,))
+            for name in ("beta_", "phi_", "lambda_"):
+                setattr(model, name, get_array(state, name, (d, n)))
+            model.derivative_norms_ = get_array(state, "derivative_norms_", (d,))
+            model.support_ = get_array(state, "support_", (d,), kinds="b")
+            model.kappa_ = get_number(state, "kappa_")
+            model.n_iter_ = get_number(state, "n_iter_", integer=True)
+            if not isinstance(state.get("converged_"), bool):
+                raise ValueError("state 'converged_' must be a bool")
+            model.converged_ = state["converged_"]
+            model.objective_ = get_number(state, "objective_")
         return model
+
+    def to_bytes(self) -> bytes:
+        """:meth:`state_dict` serialized by :func:`algorithms.serialization.dumps_state`."""
+        return dumps_state(self.state_dict())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> NVSD:
+        """Inverse of :meth:`to_bytes` (bit-exact); ``ValueError`` on a malformed state."""
+        return cls.from_state_dict(loads_state(data))
 
 
 def _check_inputs(X: np.ndarray) -> np.ndarray:

@@ -13,38 +13,57 @@ Cost: each distinct support is fitted once per ridge value, O(n^2 |S| + n^3) (ke
 and Cholesky of ``K_S``); a path point adds at most ``d + 1`` supports, and neighbouring
 points mostly repeat them, so a path of P points costs at most ``P (d + 1) len(alphas)`` fits
 (E1-E3 benchmark, 24-72 path points: at most 3.2 s wall clock per selection, shared machine).
+
+:class:`RelaxedNVSD` also keeps every nested support of the chosen path point's ranking with
+its own refit, so a client that has computed only some inputs gets the refit on the largest
+nested support it has (``predict(X, computed=...)``) and is told which unit to compute next.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.linalg
 
+from ..serialization import dumps_state, loads_state
+from ._state import get_array, get_number, sub_state
 from .kernels import make_kernel
 
 DEFAULT_ALPHAS = tuple(np.logspace(-6, 1, 8))
+
+
+def ranked_units(model: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Ranking of a fitted NVSD: ``(units, unit_of)``.
+
+    ``units`` (int64) are the variables (the groups for ``regularizer="gl"``) with a non-zero
+    derivative norm (group norm ``||(||d_a f||_n)_{a in g}||_2``), by decreasing norm, ties
+    lower index first; ``unit_of`` (d,) maps each variable to its unit. O(d log d).
+    """
+    norms = np.asarray(model.derivative_norms_, dtype=float)
+    reg = model.make_regularizer(norms.size)
+    gl = model.regularizer == "gl"
+    unit_of = np.asarray(reg.group_of if gl else np.arange(norms.size), dtype=np.int64)
+    unit_norms = reg.group_norms(norms) if gl else norms
+    order = np.lexsort((np.arange(unit_norms.size), -unit_norms))
+    positive = unit_norms[order] > 0
+    stop = positive.size if positive.all() else int(np.argmin(positive))
+    return order[:stop].astype(np.int64), unit_of
 
 
 def ranked_supports(model: Any) -> list[np.ndarray]:
     """Nested supports of a fitted NVSD: top-1, top-2, ... variables by derivative norm.
 
     For ``regularizer="gl"`` the steps are whole groups, ordered by group norm. Variables
-    (groups) with a zero norm are never added. Ties: lower index first. O(d log d).
+    (groups) with a zero norm are never added. Ties: lower index first. O(d^2).
     """
-    norms = np.asarray(model.derivative_norms_, dtype=float)
-    reg = model.make_regularizer(norms.size)
-    units = reg.group_of if model.regularizer == "gl" else np.arange(norms.size)
-    unit_norms = reg.group_norms(norms) if model.regularizer == "gl" else norms
-    order = np.lexsort((np.arange(unit_norms.size), -unit_norms))
-    supports, chosen = [], np.zeros(norms.size, dtype=bool)
-    for unit in order:
-        if not unit_norms[unit] > 0:
-            break
-        chosen |= units == unit
-        supports.append(np.flatnonzero(chosen))
+    units, unit_of = ranked_units(model)
+    supports, chosen = [], np.zeros(unit_of.size, dtype=bool)
+    for unit in units:
+        chosen |= unit_of == unit
+        supports.append(np.flatnonzero(chosen).astype(np.int64))
     return supports
 
 
@@ -104,22 +123,40 @@ class SubsetKernelRidge:
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> SubsetKernelRidge:
-        """Inverse of :meth:`state_dict` (bit-exact)."""
+        """Inverse of :meth:`state_dict` (bit-exact); ``ValueError`` when the kernel is
+        unknown, ``alpha <= 0``, a column is out of range or an array has the wrong shape or
+        non-finite values."""
         if state.get("class") != "SubsetKernelRidge":
             raise ValueError(f"not a SubsetKernelRidge state: {state.get('class')!r}")
+        if not isinstance(state.get("kernel"), str) or \
+                not isinstance(state.get("kernel_params"), dict):
+            raise ValueError("SubsetKernelRidge state needs a kernel name and kernel_params")
+        try:
+            make_kernel(state["kernel"], **state["kernel_params"])
+        except TypeError as exc:
+            raise ValueError(f"bad kernel_params {state['kernel_params']!r}") from exc
+        d = get_number(state, "n_features_in_", integer=True)
+        columns = get_array(state, "columns", (None,), kinds="iu")
+        if columns.size and (columns.min() < 0 or columns.max() >= d):
+            raise ValueError(f"columns must lie in [0, {d}), got {columns}")
+        if not get_number(state, "alpha") > 0:
+            raise ValueError(f"alpha must be > 0, got {state['alpha']!r}")
+        X_fit = get_array(state, "X_fit_", (None, columns.size))
         model = cls(kernel=state["kernel"], kernel_params=state["kernel_params"],
-                    columns=state["columns"], alpha=state["alpha"])
-        model.n_features_in_ = int(state["n_features_in_"])
-        model.X_fit_ = np.asarray(state["X_fit_"])
-        model.dual_coef_ = np.asarray(state["dual_coef_"])
-        model.intercept_ = float(state["intercept_"])
+                    columns=columns, alpha=state["alpha"])
+        model.n_features_in_ = d
+        model.X_fit_ = X_fit
+        model.dual_coef_ = get_array(state, "dual_coef_", (X_fit.shape[0],))
+        model.intercept_ = get_number(state, "intercept_")
         return model
 
 
 @dataclass
 class RelaxedSelection:
     """The chosen refit: ``model`` (fitted), its ``support``, ``alpha``, validation RMSE, the
-    index of the path model whose ranking produced it, and how many distinct fits were made."""
+    index of the path model whose ranking produced it, and how many distinct fits were made.
+    ``candidates`` maps every support tried (a tuple of columns) to its ``(validation RMSE,
+    alpha, fitted model)``."""
 
     model: SubsetKernelRidge
     support: np.ndarray
@@ -127,6 +164,8 @@ class RelaxedSelection:
     validation_rmse: float
     path_index: int
     n_fits: int
+    candidates: dict[tuple[int, ...], tuple[float, float, SubsetKernelRidge]] = field(
+        default_factory=dict)
 
 
 def select_relaxed(
@@ -158,7 +197,7 @@ def select_relaxed(
     _, alpha, refit = seen[key]
     return RelaxedSelection(model=refit, support=np.asarray(key, dtype=np.int64), alpha=alpha,
                             validation_rmse=rmse, path_index=index,
-                            n_fits=len(seen) * len(alphas))
+                            n_fits=len(seen) * len(alphas), candidates=seen)
 
 
 def _best_alpha(kernel, kernel_params, cols, X, y, X_val, y_val, alphas):
@@ -181,7 +220,18 @@ class RelaxedNVSD:
     uses the given set and fits on ``X`` only. ``nvsd_params`` are :class:`NVSD` parameters
     (kernel, groups, tol, ...). Fitted: ``support_``, ``alpha_``, ``model_``
     (:class:`SubsetKernelRidge`), ``validation_rmse_``, ``tau_``, ``nu_``, ``mu_``.
-    Cost: the paths (see :func:`~algorithms.nvsd.nvsd_path`) plus :func:`select_relaxed`.
+
+    Nested supports of the chosen path point (the NVSD whose ranking produced ``support_``):
+    ``ranking_`` (int64) its units with a non-zero norm in rank order (variables; group ids,
+    the positions in ``groups``, for ``"gl"``); ``supports_`` the int64 supports
+    ``supports_[k]`` = variables of ``ranking_[:k]`` (``supports_[0]`` empty: the mean);
+    ``support_models_`` one :class:`SubsetKernelRidge` per support with its own
+    validation-best ridge ``support_alphas_[k]`` (validation RMSE
+    ``support_validation_rmse_[k]``), refitted on all rows like ``model_`` when no
+    validation set was given; ``support_index_`` the ``k`` with ``supports_[k] = support_``,
+    and ``model_ is support_models_[support_index_]``.
+    Cost: the paths (see :func:`~algorithms.nvsd.nvsd_path`) plus :func:`select_relaxed`
+    plus, without a validation set, ``len(supports_)`` refits on all rows.
     """
 
     def __init__(self, *, nus: tuple[float, ...] = (1e-3, 1e-1, 1.0),
@@ -227,22 +277,82 @@ class RelaxedNVSD:
         self.support_, self.alpha_ = chosen.support, chosen.alpha
         self.validation_rmse_ = chosen.validation_rmse
         self.tau_, self.nu_, self.mu_ = float(source.tau), float(source.nu), float(source.mu)
-        self.model_ = chosen.model if validation is not None else SubsetKernelRidge(
-            kernel=chosen.model.kernel, kernel_params=chosen.model.kernel_params,
-            columns=chosen.support, alpha=chosen.alpha).fit(X, y)
+        self.ranking_ = ranked_units(source)[0]
+        self.supports_ = [np.zeros(0, dtype=np.int64), *ranked_supports(source)]
+        keys = [tuple(int(c) for c in s) for s in self.supports_]
+        self.support_index_ = keys.index(tuple(int(c) for c in chosen.support))
+        fits = [chosen.candidates[key] for key in keys]
+        self.support_validation_rmse_ = np.array([f[0] for f in fits], dtype=np.float64)
+        self.support_alphas_ = np.array([f[1] for f in fits], dtype=np.float64)
+        self.support_models_ = [f[2] if validation is not None else SubsetKernelRidge(
+            kernel=f[2].kernel, kernel_params=f[2].kernel_params, columns=f[2].columns,
+            alpha=f[1]).fit(X, y) for f in fits]
+        self.model_ = self.support_models_[self.support_index_]
         return self
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Predictions of the refitted kernel ridge, (m,)."""
-        return self.model_.predict(X)
+    def predict(self, X: np.ndarray, computed: Iterable[int] | None = None) -> np.ndarray:
+        """Predictions (m,) of ``model_`` (``computed=None``), else of the refit on the
+        largest nested support inside ``computed`` (:meth:`support_for`). ``X`` keeps all
+        ``d`` columns; columns outside the support used are ignored (may hold NaN).
+        O(m n |S|)."""
+        if computed is None:
+            return self.model_.predict(X)
+        k = self.support_for(computed)
+        return self.support_models_[k].predict(X)
+
+    def support_for(self, computed: Iterable[int]) -> int:
+        """Index ``k`` into ``supports_`` of the largest ``supports_[k]`` inside ``computed``
+        (variable indices in ``[0, d)``) with ``k <= support_index_``: a client that has
+        more than the chosen support gets the chosen model. O(|computed| + d k)."""
+        have = self._computed_mask(computed)
+        k = 0
+        while k < self.support_index_ and have[self.supports_[k + 1]].all():
+            k += 1
+        return k
+
+    def next_unit(self, computed: Iterable[int]) -> int | None:
+        """First unit of ``ranking_[:support_index_]`` whose variables are not all in
+        ``computed`` (a variable, or a group id for ``"gl"``), or None when the chosen
+        support is computed. It is ``ranking_[support_for(computed)]``: computing it moves
+        :meth:`support_for` one step up. O(|computed| + d k)."""
+        k = self.support_for(computed)
+        return None if k == self.support_index_ else int(self.ranking_[k])
+
+    def unit_variables(self, unit: int) -> np.ndarray:
+        """Variables (int64, sorted) of the ranked unit ``unit``:
+        ``supports_[j + 1] \\ supports_[j]`` for ``ranking_[j] = unit``. O(d)."""
+        self._check_supports()
+        hits = np.flatnonzero(self.ranking_ == unit)
+        if hits.size == 0:
+            raise ValueError(f"unit {unit!r} is not in ranking_")
+        j = int(hits[0])
+        return np.setdiff1d(self.supports_[j + 1], self.supports_[j]).astype(np.int64)
+
+    def _check_supports(self) -> None:
+        if not hasattr(self, "supports_"):
+            raise ValueError("this RelaxedNVSD has no nested supports (not fitted, or loaded "
+                             "from a state written before they were kept): refit it")
+
+    def _computed_mask(self, computed: Iterable[int]) -> np.ndarray:
+        self._check_supports()
+        d = self.model_.n_features_in_
+        idx = np.fromiter((int(c) for c in computed), dtype=np.int64)
+        bad = idx[(idx < 0) | (idx >= d)]
+        if bad.size:
+            raise ValueError(f"computed variables must lie in [0, {d}), got {bad.tolist()}")
+        mask = np.zeros(d, dtype=bool)
+        mask[idx] = True
+        return mask
 
     def selected_features(self) -> np.ndarray:
         """Indices of the selected inputs."""
         return self.support_
 
     def state_dict(self) -> dict[str, Any]:
-        """Flat state for :func:`algorithms.serialization.dumps_state` (the refit's arrays
-        under ``model.``)."""
+        """Flat state for :func:`algorithms.serialization.dumps_state`: the chosen refit's
+        arrays under ``model.``; the nested supports as ``supports_flat_`` (their
+        concatenation) and ``supports_sizes_``; the refit of support ``k`` under
+        ``support.{k}.`` (for ``k = support_index_`` it is the one under ``model.``)."""
         state: dict[str, Any] = {
             "class": "RelaxedNVSD", "nus": list(self.nus), "mus": list(self.mus),
             "n_taus": self.n_taus, "ratio": self.ratio, "alphas": list(self.alphas),
@@ -253,22 +363,101 @@ class RelaxedNVSD:
                          validation_rmse_=self.validation_rmse_, tau_=self.tau_,
                          nu_=self.nu_, mu_=self.mu_)
             state.update({f"model.{k}": v for k, v in self.model_.state_dict().items()})
+        if hasattr(self, "supports_"):
+            state.update(
+                ranking_=self.ranking_, support_index_=self.support_index_,
+                supports_flat_=np.concatenate(self.supports_).astype(np.int64),
+                supports_sizes_=np.array([s.size for s in self.supports_], dtype=np.int64),
+                support_alphas_=self.support_alphas_,
+                support_validation_rmse_=self.support_validation_rmse_)
+            for k, refit in enumerate(self.support_models_):
+                if k != self.support_index_:
+                    state.update({f"support.{k}.{key}": v
+                                  for key, v in refit.state_dict().items()})
         return state
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> RelaxedNVSD:
-        """Inverse of :meth:`state_dict` (bit-exact predictions)."""
+        """Inverse of :meth:`state_dict` (bit-exact predictions). States without nested
+        supports (written before they were kept) load without them. ``ValueError`` when the
+        contents disagree: sizes, indices out of range, non-finite values."""
         if state.get("class") != "RelaxedNVSD":
             raise ValueError(f"not a RelaxedNVSD state: {state.get('class')!r}")
+        if not isinstance(state.get("nvsd_params"), dict):
+            raise ValueError("RelaxedNVSD state needs a dict nvsd_params")
         model = cls(nus=state["nus"], mus=state["mus"], n_taus=state["n_taus"],
                     ratio=state["ratio"], alphas=state["alphas"],
                     validation_fraction=state["validation_fraction"],
                     random_state=state["random_state"], **state["nvsd_params"])
         if "support_" in state:
-            model.support_ = np.asarray(state["support_"])
-            model.alpha_ = float(state["alpha_"])
-            model.validation_rmse_ = float(state["validation_rmse_"])
-            model.tau_, model.nu_, model.mu_ = (float(state[k]) for k in ("tau_", "nu_", "mu_"))
-            model.model_ = SubsetKernelRidge.from_state_dict(
-                {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
+            model.model_ = SubsetKernelRidge.from_state_dict(sub_state(state, "model."))
+            model.support_ = get_array(state, "support_", (None,), kinds="iu")
+            if not np.array_equal(model.support_, model.model_.columns):
+                raise ValueError("support_ differs from the refit's columns")
+            model.alpha_ = get_number(state, "alpha_")
+            if model.alpha_ != model.model_.alpha:
+                raise ValueError("alpha_ differs from the refit's alpha")
+            model.validation_rmse_ = get_number(state, "validation_rmse_")
+            model.tau_, model.nu_, model.mu_ = (get_number(state, k)
+                                                for k in ("tau_", "nu_", "mu_"))
+        if "supports_sizes_" in state:
+            if "support_" not in state:
+                raise ValueError("state has nested supports but no chosen refit")
+            model._load_supports(state)
         return model
+
+    def _load_supports(self, state: dict[str, Any]) -> None:
+        """Read and check the nested supports: they must be the prefixes of ``ranking_``
+        (whole groups for ``"gl"``) and each refit must use its support. O(d^2 + sizes)."""
+        from .estimator import NVSD
+
+        d = self.model_.n_features_in_
+        sizes = get_array(state, "supports_sizes_", (None,), kinds="iu")
+        flat = get_array(state, "supports_flat_", (None,), kinds="iu")
+        if sizes.size == 0 or (sizes < 0).any() or int(sizes.sum()) != flat.size:
+            raise ValueError(f"supports_sizes_ {sizes} do not add up to the {flat.size} "
+                             "entries of supports_flat_")
+        if flat.size and (flat.min() < 0 or flat.max() >= d):
+            raise ValueError(f"supports_flat_ has variables outside [0, {d})")
+        supports = [s.astype(np.int64) for s in np.split(flat, np.cumsum(sizes)[:-1])]
+        ranking = get_array(state, "ranking_", (sizes.size - 1,), kinds="iu").astype(np.int64)
+        try:
+            base = NVSD(**self.nvsd_params)
+        except TypeError as exc:
+            raise ValueError(f"bad nvsd_params {self.nvsd_params!r}") from exc
+        unit_of = (base.make_regularizer(d).group_of if base.regularizer == "gl"
+                   else np.arange(d))
+        if ranking.size and (ranking.min() < 0 or ranking.max() > unit_of.max()
+                             or np.unique(ranking).size != ranking.size):
+            raise ValueError(f"ranking_ must hold distinct units in [0, {unit_of.max() + 1})")
+        for k, support in enumerate(supports):
+            if not np.array_equal(support, np.flatnonzero(np.isin(unit_of, ranking[:k]))):
+                raise ValueError(f"supports_[{k}] is not the variables of ranking_[:{k}]")
+        index = get_number(state, "support_index_", integer=True)
+        if not 0 <= index < len(supports) or not np.array_equal(supports[index], self.support_):
+            raise ValueError(f"support_index_ {index} does not point at support_")
+        alphas = get_array(state, "support_alphas_", (len(supports),))
+        rmse = get_array(state, "support_validation_rmse_", (len(supports),))
+        refits = []
+        for k, support in enumerate(supports):
+            try:
+                refit = self.model_ if k == index else SubsetKernelRidge.from_state_dict(
+                    sub_state(state, f"support.{k}."))
+            except ValueError as exc:
+                raise ValueError(f"refit support.{k}.: {exc}") from exc
+            if (not np.array_equal(refit.columns, support) or refit.alpha != alphas[k]
+                    or refit.n_features_in_ != d):
+                raise ValueError(f"refit {k} does not match supports_[{k}] and its alpha")
+            refits.append(refit)
+        self.ranking_, self.supports_, self.support_index_ = ranking, supports, index
+        self.support_alphas_, self.support_validation_rmse_ = alphas, rmse
+        self.support_models_ = refits
+
+    def to_bytes(self) -> bytes:
+        """:meth:`state_dict` serialized by :func:`algorithms.serialization.dumps_state`."""
+        return dumps_state(self.state_dict())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> RelaxedNVSD:
+        """Inverse of :meth:`to_bytes` (bit-exact); ``ValueError`` on a malformed state."""
+        return cls.from_state_dict(loads_state(data))
