@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service import wire
 from service.allocator import retain_freed_memory
-from service.api import examples, health, models, snapshots
+from service.api import batch, examples, health, models, snapshots
 from service.errors import ServiceError
 from service.manager import ModelManager
 from service.settings import Settings
@@ -103,10 +103,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.warning("loading the numba kernels (compiled and cached on the first start, "
                     "about 30 s; under a second after that)")
         await asyncio.to_thread(warm_kernels)
+        if manager.batch.worker is not None:
+            from service.batch.runner import warm_batch_kernels
+
+            await asyncio.to_thread(warm_batch_kernels)
         log.warning("kernels ready in %.1f s", time.perf_counter() - started)
         await manager.start()
         log.info("featurebudget ready on the %s backend (%d models)", storage.kind,
-                 len(manager.hosts))
+                 len(manager.hosts) + len(manager.batch.hosts))
         try:
             yield
         finally:
@@ -117,7 +121,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.key_roles = settings.key_roles()
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for router in (models.router, examples.router, snapshots.router, health.router):
+    for router in (models.router, examples.router, batch.router, snapshots.router,
+                   health.router):
         app.include_router(router)
 
     @app.exception_handler(ServiceError)

@@ -49,6 +49,13 @@ class ModelExistsError(ServiceError):
     title = "Model already exists"
 
 
+class ConflictError(ServiceError):
+    """The request is valid but conflicts with the model's state (409)."""
+
+    status = 409
+    title = "Conflict"
+
+
 class NotFoundError(ServiceError):
     status = 404
     title = "Not found"

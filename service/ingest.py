@@ -51,7 +51,8 @@ class ExampleBatch:
         whole, so it decodes to this batch again), else a float64 encoding."""
         if self.raw is not None:
             return self.raw
-        return wire.encode_batch(self.X.indptr, self.X.indices, self.X.values, self.labels)
+        return wire.encode_batch(self.X.indptr, self.X.indices, self.X.values, self.labels,
+                                 targets=self.labels.dtype.kind == "f")
 
 
 def concat(batches: list[ExampleBatch]) -> ExampleBatch:
@@ -123,23 +124,29 @@ def _raise_row_error(code: int, row: int, position: int, indices: np.ndarray, n_
 
 
 def decode_bin(data: bytes, n_features: int, *, field: str = "data",
-               keep_raw: bool = False) -> ExampleBatch:
+               keep_raw: bool = False, targets: bool = False) -> ExampleBatch:
     """An ``FBX1`` payload -> validated batch: the layout checks of :mod:`service.wire`, then
     one fused pass that checks every row and copies the read-only wire views into the
     batch's own int32 / float64 arrays (no intermediate copies). Errors name the example
     (``item``, 0-based) like :func:`validate_csr`. ``keep_raw``: remember ``data`` so that
-    appending the batch to the log writes it as it came (no re-encoding). O(nnz)."""
+    appending the batch to the log writes it as it came (no re-encoding). ``targets``: the
+    batch model's float64 targets (int8 labels are read as ±1.0); without it a payload with
+    float targets is refused. O(nnz)."""
     try:
         indptr, indices, values, labels = wire.decode_views(data)
     except wire.WireFormatError as exc:
         raise item_error(str(exc), field=field) from exc
     if len(labels) == 0:
         raise item_error("the batch holds no examples", field="examples")
+    if labels.dtype.kind == "f" and not targets:
+        raise item_error("float64 targets (flag bit 0) are for batch regression models; an "
+                         "online model needs int8 labels ±1", field=field)
     code, row, position, indices_out, values_out = check_copy_rows(indptr, indices, values,
                                                                    n_features)
     _raise_row_error(code, row, position, indices, n_features, lambda r: {"item": int(r)})
     return ExampleBatch(CSRBatch(indptr, indices_out, values_out, int(n_features)),
-                        labels.astype(np.int8), raw=bytes(data) if keep_raw else None)
+                        labels.astype(np.float64 if targets else np.int8),
+                        raw=bytes(data) if keep_raw else None)
 
 
 # ---------------------------------------------------------------- JSON
@@ -277,9 +284,10 @@ def _hash_features(features, item: int, hasher: Hasher | None,
 # ---------------------------------------------------------------- libsvm text
 
 def parse_libsvm_body(body: bytes, n_features: int, *, zero_based: bool = False,
-                      require_labels: bool = True) -> ExampleBatch:
+                      require_labels: bool = True, targets: bool = False) -> ExampleBatch:
     """``label idx:val ...`` lines -> batch (the numba parser of ``algorithms.sparse``);
-    errors name the 1-based line."""
+    errors name the 1-based line. ``targets``: keep the first column as float64 targets
+    (batch models) instead of checking labels ±1."""
     try:
         X, labels = parse_libsvm(body, n_features=n_features, zero_based=zero_based)
     except LibsvmFormatError as exc:
@@ -289,6 +297,12 @@ def parse_libsvm_body(body: bytes, n_features: int, *, zero_based: bool = False,
                          field=field) from exc
     if X.n_rows == 0:
         raise item_error("the batch holds no examples", field="body")
+    if targets:
+        bad = np.flatnonzero(~np.isfinite(labels))
+        if len(bad):
+            raise item_error("target is NaN or infinite", line=line_of_row(body, int(bad[0])),
+                             field="target")
+        return ExampleBatch(X, np.asarray(labels, dtype=np.float64))
     if require_labels:
         bad = np.flatnonzero((labels != 1.0) & (labels != -1.0))
         if len(bad):

@@ -18,6 +18,8 @@ import uuid
 import numpy as np
 
 from service import metrics, wire
+from service.batch.host import BatchHost
+from service.batch.models import BatchModels, validate_batch_spec
 from service.consumer import ModelFold
 from service.errors import (
     InputError,
@@ -45,11 +47,13 @@ class ModelManager:
         self.restored = False
         self.failed: dict[str, str] = {}  # models whose snapshot could not be loaded
         self._refresh_task: asyncio.Task | None = None
+        self.batch = BatchModels(storage, settings, self.process_id)
 
     # -------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         for raw in (await self.storage.load_models()).values():
             await self._host(ModelSpec.model_validate_json(raw))
+        await self.batch.start()
         self.restored = True
         if self.storage.shared:
             self._refresh_task = asyncio.create_task(self._refresh_models())
@@ -62,9 +66,15 @@ class ModelManager:
         await asyncio.gather(*(fold.stop() for fold in self.folds.values()),
                              return_exceptions=True)
         self.folds.clear()
+        await self.batch.stop()
 
-    async def _host(self, spec: ModelSpec) -> ModelHost:
+    def known(self, name: str) -> bool:
+        return name in self.hosts or name in self.batch.hosts or name in self.failed
+
+    async def _host(self, spec: ModelSpec) -> ModelHost | BatchHost:
         """Restore a model (snapshot, then its fold replays the log after it)."""
+        if spec.is_batch:
+            return await self.batch.host(spec)
         host = ModelHost(spec, feature_names_max=self.settings.feature_names_max,
                          chunk_examples=self.settings.apply_chunk_examples)
         blob = await self.storage.load_snapshot(spec.name)
@@ -89,12 +99,13 @@ class ModelManager:
             with contextlib.suppress(Exception):
                 stored = await self.storage.load_models()
                 for name, raw in stored.items():
-                    if name not in self.hosts and name not in self.failed:
+                    if not self.known(name):
                         await self._host(ModelSpec.model_validate_json(raw))
-                for name in [n for n in self.hosts if n not in stored]:
+                for name in [n for n in [*self.hosts, *self.batch.hosts] if n not in stored]:
                     await self._drop(name)
 
     async def _drop(self, name: str) -> None:
+        await self.batch.drop(name)
         fold = self.folds.pop(name, None)
         self.hosts.pop(name, None)
         if fold is not None:
@@ -102,21 +113,24 @@ class ModelManager:
         metrics.forget_model(name)
 
     # -------------------------------------------------------------- models
-    async def create(self, request: ModelCreate) -> ModelHost:
-        new_learner(request, self.settings.max_model_bytes)  # validates it all, sizes too
+    async def create(self, request: ModelCreate) -> ModelHost | BatchHost:
+        if request.is_batch:
+            validate_batch_spec(request, self.settings.max_model_bytes)
+        else:
+            new_learner(request, self.settings.max_model_bytes)  # validates it all, sizes too
         spec = ModelSpec(**request.model_dump(), created_at=time.time())
         if not await self.storage.save_model(spec.name, spec.model_dump_json().encode(),
                                              create=True):
             raise ModelExistsError(f"model {spec.name!r} already exists")
         return await self._host(spec)
 
-    async def get(self, name: str) -> ModelHost:
-        host = self.hosts.get(name)
+    async def get(self, name: str) -> ModelHost | BatchHost:
+        host = self.hosts.get(name) or self.batch.hosts.get(name)
         if host is None and self.storage.shared:  # created by another process just now
             raw = (await self.storage.load_models()).get(name)
-            if raw is not None and name not in self.hosts and name not in self.failed:
+            if raw is not None and not self.known(name):
                 host = await self._host(ModelSpec.model_validate_json(raw))
-            host = self.hosts.get(name)
+            host = self.hosts.get(name) or self.batch.hosts.get(name)
         if host is None:
             if name in self.failed:
                 raise UnavailableError(f"model {name!r} is out of service: {self.failed[name]}")
@@ -128,6 +142,7 @@ class ModelManager:
             await self.storage.delete_model(name)
             return
         await self.get(name)
+        await self.batch.drop(name)
         fold = self.folds.pop(name, None)
         if fold is not None:
             await fold.stop(final_snapshot=False)
@@ -136,8 +151,10 @@ class ModelManager:
             raise ModelNotFoundError(f"no model named {name!r}")
         metrics.forget_model(name)
 
-    async def describe(self, host: ModelHost, *, features: bool = True) -> dict:
+    async def describe(self, host: ModelHost | BatchHost, *, features: bool = True) -> dict:
         log_end = await self.storage.log_end(host.name)
+        if isinstance(host, BatchHost):
+            return await self.batch.describe(host, log_end)
         if self.storage.shared and not host.owner:
             position = await self.storage.applied_position(host.name)
             public = host.describe(features=features, limit=self.settings.selected_features_max,
@@ -150,7 +167,7 @@ class ModelManager:
     # -------------------------------------------------------------- log
     async def append(self, host: ModelHost, batches: list[ExampleBatch], fmt: str) -> list[str]:
         """Append validated batches (one log entry each) in the binary format."""
-        if any(b.names for b in batches):
+        if isinstance(host, ModelHost) and any(b.names for b in batches):
             for batch in batches:
                 host.remember_names(batch.names)
         entries = [{b"fmt": b"bin", b"data": batch.encode()} for batch in batches]
@@ -161,7 +178,9 @@ class ModelManager:
         metrics.EXAMPLES_INGESTED.labels(host.name, fmt).inc(sum(len(b) for b in batches))
         return ids
 
-    async def wait_applied(self, host: ModelHost, log_id: str) -> None:
+    async def wait_applied(self, host: ModelHost | BatchHost, log_id: str) -> None:
+        if isinstance(host, BatchHost):
+            return await self.batch.wait_applied(host, log_id)
         timeout = self.settings.wait_timeout_seconds
         if not self.storage.shared or host.owner:
             if await host.wait_applied(log_id, timeout):

@@ -66,15 +66,37 @@ SELECTED_FEATURES = Gauge(
 EXAMPLES_SEEN = Gauge(
     "featurebudget_model_examples", "Examples the learner has seen", ["model"],
     multiprocess_mode="max")
+RETRAINS = Counter(
+    "featurebudget_retrains_total", "Retrain jobs of batch models by outcome",
+    ["model", "algorithm", "outcome"])
+RETRAIN_SECONDS = Histogram(
+    "featurebudget_retrain_seconds", "Duration of one retrain job (fit and publish)", ["model"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0))
+MODEL_VERSION = Gauge(
+    "featurebudget_model_version", "Version of a batch model this process serves (API) or "
+    "last published (worker)", ["model"], multiprocess_mode="max")
+STATISTICS_EXAMPLES = Gauge(
+    "featurebudget_statistics_examples",
+    "Examples in an anytime model's sufficient statistics (training + validation)", ["model"],
+    multiprocess_mode="max")
+WINDOW_EXAMPLES = Gauge(
+    "featurebudget_window_examples",
+    "Examples in a gbfs / nvsd model's training and validation windows", ["model"],
+    multiprocess_mode="max")
 
 
 def forget_model(model: str) -> None:
     """Drop a deleted model's labelled series (single-process registry only)."""
     for metric in (EXAMPLES_APPLIED, UPDATE_SECONDS, PREDICT_SECONDS, PREDICTIONS, SNAPSHOTS,
                    SNAPSHOTS_REFUSED, SNAPSHOT_SECONDS, LEARNER_LAG, PROGRESSIVE_ACCURACY,
-                   SELECTED_FEATURES, EXAMPLES_SEEN, DEADLETTER_ENTRIES):
+                   SELECTED_FEATURES, EXAMPLES_SEEN, DEADLETTER_ENTRIES, RETRAIN_SECONDS,
+                   MODEL_VERSION, STATISTICS_EXAMPLES, WINDOW_EXAMPLES):
         with contextlib.suppress(KeyError):
             metric.remove(model)
+    for labels in list(RETRAINS._metrics):
+        if labels and labels[0] == model:
+            with contextlib.suppress(KeyError):
+                RETRAINS.remove(*labels)
 
 
 def render() -> tuple[bytes, str]:

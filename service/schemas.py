@@ -11,31 +11,98 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ALGORITHMS = ("pet", "fofs", "sofs", "ogd", "arow")
+ANYTIME_ALGORITHMS = ("cs-g-omp", "cs-g-fr", "doubling", "no-whiten", "single", "group-lasso")
+BATCH_ALGORITHMS = ANYTIME_ALGORITHMS + ("gbfs", "nvsd")
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$"
+
+
+class GroupSpec(BaseModel):
+    """A feature group of a batch model: computing it yields all its features at ``cost``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN)
+    features: list[str] = Field(min_length=1, max_length=100_000)
+    cost: float = Field(ge=0, allow_inf_nan=False)
 
 
 class ModelCreate(BaseModel):
-    """``POST /v1/models``: exactly one of ``n_features`` and ``hash_bits``."""
+    """``POST /v1/models``.
+
+    Online models (``pet``, ``fofs``, ``sofs``, ``ogd``, ``arow``): exactly one of
+    ``n_features`` and ``hash_bits``. Batch models (the anytime family, ``gbfs``, ``nvsd``):
+    ``groups`` (named features, costs) and ``task``; no feature space of their own."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=MODEL_NAME_PATTERN)
-    algorithm: Literal["pet", "fofs", "sofs", "ogd", "arow"]
+    algorithm: Literal["pet", "fofs", "sofs", "ogd", "arow", "cs-g-omp", "cs-g-fr",
+                       "doubling", "no-whiten", "single", "group-lasso", "gbfs", "nvsd"]
     params: dict[str, Any] = Field(default_factory=dict)
     budget: int | None = Field(default=None, ge=1)
     n_features: int | None = Field(default=None, ge=1, le=2**31 - 1)
     hash_bits: int | None = Field(default=None, ge=1, le=31)
     libsvm_zero_based: bool = False
+    task: Literal["regression", "classification"] | None = None
+    groups: list[GroupSpec] | None = Field(default=None, max_length=10_000)
 
     @model_validator(mode="after")
     def _one_feature_space(self) -> ModelCreate:
+        if self.algorithm in BATCH_ALGORITHMS:
+            return self._check_batch()
+        if self.groups is not None or self.task is not None:
+            raise ValueError(f"groups and task are for batch models; {self.algorithm} is an "
+                             "online model (binary classification over a feature space)")
         if (self.n_features is None) == (self.hash_bits is None):
             raise ValueError("give exactly one of n_features (plain indices) "
                              "and hash_bits (hashed named features)")
         return self
 
+    def _check_batch(self) -> ModelCreate:
+        if self.n_features is not None or self.hash_bits is not None or \
+                self.budget is not None:
+            raise ValueError(f"{self.algorithm} is a batch model: its features are those of "
+                             "its groups (no n_features, hash_bits or budget)")
+        if not self.groups:
+            raise ValueError(f"{self.algorithm} needs groups: a non-empty list of "
+                             "{name, features, cost}")
+        if self.task is None:
+            self.task = "regression"
+        seen_groups: set[str] = set()
+        owner: dict[str, str] = {}
+        for group in self.groups:
+            if group.name in seen_groups:
+                raise ValueError(f"group name {group.name!r} appears twice")
+            seen_groups.add(group.name)
+            names = set()
+            for feature in group.features:
+                if feature in names:
+                    raise ValueError(f"feature {feature!r} appears twice in group "
+                                     f"{group.name!r}")
+                names.add(feature)
+                key = feature
+                if key in owner:
+                    raise ValueError(f"feature {feature!r} is in two groups: "
+                                     f"{owner[key]!r} and {group.name!r}")
+                owner[key] = group.name
+        return self
+
+    @property
+    def family(self) -> str:
+        """``online``, ``anytime``, ``gbfs`` or ``nvsd``."""
+        if self.algorithm in ALGORITHMS:
+            return "online"
+        return "anytime" if self.algorithm in ANYTIME_ALGORITHMS else self.algorithm
+
+    @property
+    def is_batch(self) -> bool:
+        return self.algorithm in BATCH_ALGORITHMS
+
     @property
     def dimension(self) -> int:
+        if self.is_batch:
+            return sum(len(g.features) for g in self.groups)
         return self.n_features if self.n_features is not None else 1 << self.hash_bits
 
 
@@ -68,6 +135,35 @@ class ModelPublic(BaseModel):
     n_selected: int
     selected_features: list[SelectedFeature] | None = None
     owner: bool = Field(description="whether this process folds the log into the learner")
+
+
+class BatchModelPublic(BaseModel):
+    """A batch model: its groups, the version it serves and what its fold holds."""
+
+    name: str
+    algorithm: str
+    family: str
+    task: str
+    params: dict[str, Any]
+    created_at: float
+    groups: list[GroupSpec]
+    n_features: int
+    version: int | None = Field(description="the version this process serves (null: none yet)")
+    version_created_at: float | None
+    trained_through: str | None = Field(description="last log id the served version includes")
+    examples_applied: int
+    train_examples: int
+    validation_examples: int
+    log_position: str | None
+    log_end: str | None
+    owner: bool = Field(description="whether this process folds the model's log")
+    serving_error: str | None = None
+
+
+class RollbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = Field(ge=1)
 
 
 class ExamplesAccepted(BaseModel):
@@ -115,6 +211,7 @@ class SnapshotRestored(BaseModel):
     model: str
     examples_applied: int
     log_position: str | None
+    version: int | None = None
 
 
 class Health(BaseModel):

@@ -36,6 +36,13 @@ class Settings(BaseSettings):
     lease_seconds: float = 10.0
     feature_names_max: int = 100_000
     selected_features_max: int = 1000
+    batch_worker: bool | None = Field(
+        default=None, description="fold batch models and run their retrains in this API "
+        "process; unset = yes on the embedded backend, no on Redis (run `featurebudget "
+        "worker`)")
+    job_poll_seconds: float = 0.25  # how often a batch fold looks for queued retrain jobs
+    versions_kept: int = 10  # newest artifact versions kept per batch model (and the current)
+    version_check_seconds: float = 1.0  # API processes re-read current versions this often
 
     def key_roles(self) -> dict[str, str]:
         """API key -> 'write' or 'read'. Empty when no keys are configured (open)."""

@@ -7,7 +7,15 @@ Redis keys (``{m}`` is the model name, which is also the Redis Cluster hash tag)
     featurebudget:{m}:snapshot    the latest snapshot (state + id of the last applied entry)
     featurebudget:{m}:lease       which process folds the log into the learner
     featurebudget:{m}:applied     id of the last applied entry (for ?wait=true elsewhere)
+    featurebudget:{m}:batch       batch models: the fold's state (statistics / windows) + log id
+    featurebudget:{m}:artifacts   batch models: hash version -> metadata (JSON)
+    featurebudget:{m}:artifact:V  batch models: the fitted model of version V (safe format)
+    featurebudget:{m}:version     batch models: the version every API process serves
+    featurebudget:{m}:version_seq batch models: the last version number handed out
+    featurebudget:{m}:jobs        batch models: hash job id -> retrain job record (JSON)
+    featurebudget:{m}:status      batch models: the fold's counters (JSON), for every process
     featurebudget:models          hash: model name -> model config (JSON)
+    featurebudget:versions        pub/sub channel: "<model> <version>" on every publish
 
 A stream entry has a field ``data`` and an optional field ``fmt``:
 
@@ -25,14 +33,15 @@ Compact binary batch ``FBX1`` (little-endian)::
 
     offset 0   4s   magic b"FBX1"
     offset 4   u8   bytes per value: 4 (float32) or 8 (float64)
-    offset 5   u8   reserved (0)
+    offset 5   u8   flags: bit 0 set = targets are float64 (batch regression models)
     offset 6   u16  reserved (0)
     offset 8   u32  n, number of examples
     offset 12  u32  nnz, total non-zeros
     offset 16  u32[n]     non-zeros per example
                i32[nnz]   feature indices (0-based), example after example
                f32|f64[nnz] values
-               i8[n]      labels, -1 or +1
+               i8[n]      labels, -1 or +1 (flag bit 0 clear)
+               f64[n]     targets, finite     (flag bit 0 set)
 """
 
 from __future__ import annotations
@@ -47,7 +56,9 @@ HEADER_BYTES = _HEADER.size
 
 KEY_PREFIX = "featurebudget"
 MODELS_KEY = f"{KEY_PREFIX}:models"
+VERSIONS_CHANNEL = f"{KEY_PREFIX}:versions"
 CONSUMER_GROUP = "featurebudget-learners"
+FLAG_TARGETS = 1
 
 
 def log_key(model: str) -> str:
@@ -70,6 +81,41 @@ def applied_key(model: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:applied"
 
 
+def batch_state_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:batch"
+
+
+def artifacts_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:artifacts"
+
+
+def artifact_key(model: str, version: int) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:artifact:{int(version)}"
+
+
+def version_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:version"
+
+
+def version_seq_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:version_seq"
+
+
+def jobs_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:jobs"
+
+
+def status_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:status"
+
+
+def model_keys(model: str) -> list[str]:
+    """Every fixed key of one model (artifact blobs are listed in ``artifacts_key``)."""
+    return [log_key(model), snapshot_key(model), deadletter_key(model), applied_key(model),
+            lease_key(model), batch_state_key(model), artifacts_key(model), version_key(model),
+            version_seq_key(model), jobs_key(model), status_key(model)]
+
+
 def pending_key(model: str, prediction_id: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:prediction:{prediction_id}"
 
@@ -78,8 +124,10 @@ class WireFormatError(ValueError):
     """A binary batch whose layout is inconsistent."""
 
 
-def encode_batch(indptr, indices, values, labels, *, value_bytes: int = 8) -> bytes:
-    """Encode a CSR batch with labels as an ``FBX1`` payload. O(nnz)."""
+def encode_batch(indptr, indices, values, labels, *, value_bytes: int = 8,
+                 targets: bool = False) -> bytes:
+    """Encode a CSR batch with labels (int8 ±1) or, with ``targets``, float64 targets as an
+    ``FBX1`` payload. O(nnz)."""
     if value_bytes not in (4, 8):
         raise ValueError("value_bytes must be 4 or 8")
     indptr = np.asarray(indptr, dtype=np.int64)
@@ -87,30 +135,34 @@ def encode_batch(indptr, indices, values, labels, *, value_bytes: int = 8) -> by
     n, nnz = len(lengths), int(indptr[-1] - indptr[0])
     vdtype = "<f4" if value_bytes == 4 else "<f8"
     parts = [
-        _HEADER.pack(MAGIC, value_bytes, 0, 0, n, nnz),
+        _HEADER.pack(MAGIC, value_bytes, FLAG_TARGETS if targets else 0, 0, n, nnz),
         lengths.tobytes(),
         np.asarray(indices, dtype="<i4")[indptr[0]:indptr[0] + nnz].tobytes(),
         np.asarray(values, dtype=vdtype)[indptr[0]:indptr[0] + nnz].tobytes(),
-        np.asarray(labels).astype("<i1").tobytes(),
+        np.asarray(labels).astype("<f8" if targets else "<i1").tobytes(),
     ]
     return b"".join(parts)
 
 
 def decode_views(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Decode an ``FBX1`` payload without copying its arrays -> (indptr int64, indices
-    int32, values float32|float64, labels int8), the last three read-only views of ``data``.
+    int32, values float32|float64, labels int8 | targets float64), the last three read-only
+    views of ``data`` (targets when the header's flag bit 0 is set).
 
     Checks the layout only (sizes, label set); feature validity is checked by the caller
     against the model. Raises :class:`WireFormatError`. O(n) plus no copy of the non-zeros.
     """
     if len(data) < HEADER_BYTES:
         raise WireFormatError("binary batch shorter than its 16-byte header")
-    magic, value_bytes, _, _, n, nnz = _HEADER.unpack_from(data, 0)
+    magic, value_bytes, flags, _, n, nnz = _HEADER.unpack_from(data, 0)
     if magic != MAGIC:
         raise WireFormatError("binary batch does not start with the magic FBX1")
     if value_bytes not in (4, 8):
         raise WireFormatError(f"binary batch has value width {value_bytes}, expected 4 or 8")
-    expected = HEADER_BYTES + 4 * n + 4 * nnz + value_bytes * nnz + n
+    if flags & ~FLAG_TARGETS:
+        raise WireFormatError(f"binary batch has unknown flags {flags:#x}")
+    label_bytes = 8 if flags & FLAG_TARGETS else 1
+    expected = HEADER_BYTES + 4 * n + 4 * nnz + value_bytes * nnz + label_bytes * n
     if len(data) != expected:
         raise WireFormatError(
             f"binary batch of n={n}, nnz={nnz} must be {expected} bytes, got {len(data)}")
@@ -122,11 +174,17 @@ def decode_views(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     vdtype = "<f4" if value_bytes == 4 else "<f8"
     values = np.frombuffer(data, dtype=vdtype, count=nnz, offset=offset)
     offset += value_bytes * nnz
-    labels = np.frombuffer(data, dtype="<i1", count=n, offset=offset)
+    labels = np.frombuffer(data, dtype="<f8" if label_bytes == 8 else "<i1", count=n,
+                           offset=offset)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
     if indptr[-1] != nnz:
         raise WireFormatError(f"row lengths sum to {int(indptr[-1])}, header says nnz={nnz}")
+    if label_bytes == 8:
+        bad = np.flatnonzero(~np.isfinite(labels))
+        if len(bad):
+            raise WireFormatError(f"example {int(bad[0])}: target is NaN or infinite")
+        return indptr, indices, values, labels
     bad = np.flatnonzero((labels != 1) & (labels != -1))
     if len(bad):
         raise WireFormatError(f"example {int(bad[0])}: label {int(labels[bad[0]])} is not -1 or +1")
@@ -135,11 +193,12 @@ def decode_views(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 def decode_batch(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Decode an ``FBX1`` payload -> (indptr int64, indices int32, values float64, labels int8),
-    arrays of their own (see :func:`decode_views`). Raises :class:`WireFormatError`. O(nnz).
+    arrays of their own (see :func:`decode_views`; targets stay float64). Raises
+    :class:`WireFormatError`. O(nnz).
     """
     indptr, indices, values, labels = decode_views(data)
     return (indptr, indices.astype(np.int32), values.astype(np.float64),
-            labels.astype(np.int8))
+            labels.astype(np.float64 if labels.dtype.kind == "f" else np.int8))
 
 
 def infer_format(data) -> str:

@@ -9,7 +9,10 @@ from fastapi import APIRouter, Request, Response
 
 from service import metrics
 from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
+from service.batch.host import BatchHost
+from service.batch.ingest import parse_batch_body
 from service.errors import (
+    ConflictError,
     MalformedBodyError,
     NotFoundError,
     ServiceError,
@@ -28,6 +31,9 @@ def _media_type(request: Request) -> str:
 
 
 def _parse_examples(body: bytes, media_type: str, host):
+    if isinstance(host, BatchHost):
+        return parse_batch_body(body, media_type, host.layout, host.spec.task,
+                                zero_based=host.spec.libsvm_zero_based)
     if media_type in ("application/json", "application/x-ndjson", ""):
         return parse_json_body(body, host.n_features, host.hasher), "json"
     if media_type in ("text/plain", "text/x-libsvm", "application/x-libsvm"):
@@ -73,9 +79,18 @@ async def predict(model: str, request: Request, manager: Manager,
                             [{"field": "body", "message": str(exc)}]) from exc
     if not isinstance(document, dict) or not isinstance(document.get("examples"), list):
         raise item_error("body must be {\"examples\": [...]}", field="examples")
+    if isinstance(host, BatchHost):
+        if len(document["examples"]) > 256:
+            payload = await asyncio.to_thread(manager.batch.predict, host, document)
+        else:
+            payload = manager.batch.predict(host, document)
+        return Response(orjson.dumps(payload), media_type="application/json")
     unknown = set(document) - {"examples", "return_prediction_ids"}
     if unknown:
-        raise item_error(f"unknown fields {sorted(unknown)}", field=sorted(unknown)[0])
+        name = sorted(unknown)[0]
+        hint = " (computed_groups and budget are for batch models)" \
+            if name in ("computed_groups", "budget") else ""
+        raise item_error(f"unknown fields {sorted(unknown)}{hint}", field=name)
     with_ids = document.get("return_prediction_ids", False)
     if not isinstance(with_ids, bool):
         raise item_error("must be true or false", field="return_prediction_ids")
@@ -91,6 +106,9 @@ async def predict(model: str, request: Request, manager: Manager,
 @router.post("/feedback", response_model=FeedbackResponse, dependencies=[WriteAccess])
 async def post_feedback(model: str, body: FeedbackRequest, manager: Manager) -> dict:
     host = await manager.get(model)
+    if isinstance(host, BatchHost):
+        raise ConflictError(f"{model!r} is a batch model: post labelled examples to "
+                            f"/v1/models/{model}/examples instead of feedback")
     result = await manager.feedback(host, body.prediction_id, body.label)
     if result is None:
         raise NotFoundError(f"no pending prediction {body.prediction_id!r} (unknown or expired)")

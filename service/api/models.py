@@ -5,12 +5,15 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from service.api.deps import Manager, ReadAccess, WriteAccess
-from service.schemas import ModelCreate, ModelPublic, SelectedFeature
+from service.batch.host import BatchHost
+from service.errors import ConflictError
+from service.schemas import BatchModelPublic, ModelCreate, ModelPublic, SelectedFeature
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
+AnyModel = ModelPublic | BatchModelPublic
 
 
-@router.post("", status_code=201, response_model=ModelPublic, dependencies=[WriteAccess])
+@router.post("", status_code=201, response_model=AnyModel, dependencies=[WriteAccess])
 async def create_model(body: ModelCreate, manager: Manager) -> dict:
     host = await manager.create(body)
     return await manager.describe(host)
@@ -18,12 +21,13 @@ async def create_model(body: ModelCreate, manager: Manager) -> dict:
 
 @router.get("", dependencies=[ReadAccess])
 async def list_models(manager: Manager) -> dict:
+    hosts = [*manager.hosts.values(), *manager.batch.hosts.values()]
     models = [await manager.describe(host, features=False)
-              for host in list(manager.hosts.values())]
+              for host in sorted(hosts, key=lambda h: h.name)]
     return {"models": models}
 
 
-@router.get("/{model}", response_model=ModelPublic, dependencies=[ReadAccess])
+@router.get("/{model}", response_model=AnyModel, dependencies=[ReadAccess])
 async def get_model(model: str, manager: Manager, features: bool = True) -> dict:
     return await manager.describe(await manager.get(model), features=features)
 
@@ -37,7 +41,11 @@ async def delete_model(model: str, manager: Manager) -> Response:
 @router.get("/{model}/features", response_model=list[SelectedFeature],
             dependencies=[ReadAccess])
 async def get_features(model: str, manager: Manager) -> list:
-    public = await manager.describe(await manager.get(model))
+    host = await manager.get(model)
+    if isinstance(host, BatchHost):
+        raise ConflictError(f"{model!r} is a batch model: its selection is the sequence "
+                            f"(GET /v1/models/{model}/sequence)")
+    public = await manager.describe(host)
     return public["selected_features"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from service.api.deps import AppSettings, Manager, WriteAccess, read_body
+from service.batch.host import BatchHost
 from service.schemas import SnapshotRestored
 
 router = APIRouter(prefix="/v1/models/{model}", tags=["snapshots"])
@@ -15,7 +16,10 @@ MEDIA_TYPE = "application/vnd.featurebudget.state"
             responses={200: {"content": {MEDIA_TYPE: {}}}})
 async def get_snapshot(model: str, manager: Manager) -> Response:
     host = await manager.get(model)
-    blob = await manager.export_snapshot(host)
+    if isinstance(host, BatchHost):
+        blob = await manager.batch.export_snapshot(host)
+    else:
+        blob = await manager.export_snapshot(host)
     return Response(blob, media_type=MEDIA_TYPE, headers={
         "Content-Disposition": f'attachment; filename="{host.name}.fbstate"'})
 
@@ -25,6 +29,8 @@ async def put_snapshot(model: str, request: Request, manager: Manager,
                        settings: AppSettings) -> dict:
     host = await manager.get(model)
     blob = await read_body(request, settings.max_body_bytes)
+    if isinstance(host, BatchHost):
+        return await manager.batch.restore_snapshot(host, blob)
     await manager.restore_snapshot(host, blob)
     return {"model": host.name, "examples_applied": int(host.learner.n_examples_),
             "log_position": host.applied_id}

@@ -132,3 +132,52 @@ class Storage(abc.ABC):
 
     async def applied_position(self, model: str) -> str | None:
         return None
+
+    # batch models: versioned artifacts, a current-version pointer, retrain jobs, status.
+    # (A batch fold's own state is its snapshot: save_snapshot / load_snapshot.)
+    @abc.abstractmethod
+    async def next_version(self, model: str) -> int:
+        """A version number above every one handed out before for this model."""
+
+    @abc.abstractmethod
+    async def publish_artifact(self, model: str, version: int, blob: bytes, meta: bytes, *,
+                               owner: str | None = None) -> bool:
+        """Store version ``version`` and make it current, atomically, then notify every
+        process; with ``owner`` only while it holds the model's lease. False when refused."""
+
+    @abc.abstractmethod
+    async def load_artifact(self, model: str, version: int) -> bytes | None: ...
+
+    @abc.abstractmethod
+    async def list_artifacts(self, model: str) -> dict[int, bytes]:
+        """Version -> metadata (JSON bytes) of every stored version."""
+
+    @abc.abstractmethod
+    async def delete_artifacts(self, model: str, versions: list[int]) -> None: ...
+
+    @abc.abstractmethod
+    async def current_version(self, model: str) -> int | None: ...
+
+    @abc.abstractmethod
+    async def set_current_version(self, model: str, version: int) -> bool:
+        """Point the model at a stored version (rollback) and notify; False if it is gone."""
+
+    @abc.abstractmethod
+    def version_events(self):
+        """Async iterator of ``(model, version)`` for every publish or rollback."""
+
+    @abc.abstractmethod
+    async def save_job(self, model: str, job_id: str, record: bytes) -> None: ...
+
+    @abc.abstractmethod
+    async def load_jobs(self, model: str) -> dict[str, bytes]: ...
+
+    @abc.abstractmethod
+    async def delete_jobs(self, model: str, job_ids: list[str]) -> None: ...
+
+    @abc.abstractmethod
+    async def save_status(self, model: str, status: bytes) -> None:
+        """The batch fold's counters, readable by every process."""
+
+    @abc.abstractmethod
+    async def load_status(self, model: str) -> bytes | None: ...

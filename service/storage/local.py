@@ -6,6 +6,9 @@ Layout under the data directory::
     models/<m>/snapshot.fbs         latest snapshot (same)
     models/<m>/log/<seq:020d>.seg   log segments; the name is the first id in the segment
     models/<m>/deadletter.jsonl     rejected entries with the reason
+    models/<m>/artifacts/<v>.fba    batch models: version v's fitted model (+ <v>.json metadata)
+    models/<m>/version              batch models: the current version (and version_seq: the last
+                                    number handed out); jobs.json: retrain job records
     pending.journal                 pending predictions awaiting feedback (service.storage.pending)
 
 A log record is ``<u32 payload length><u32 crc32(seq + payload)><u64 seq>`` + payload, where
@@ -225,6 +228,8 @@ class LocalStorage(Storage):
         self._logs: dict[str, LocalLog] = {}
         self._pending: PendingJournal | None = None
         self._lock_handle = None
+        self._status: dict[str, bytes] = {}
+        self._listeners: list[asyncio.Queue] = []
 
     async def open(self) -> None:
         (self.root / "models").mkdir(parents=True, exist_ok=True)
@@ -292,6 +297,7 @@ class LocalStorage(Storage):
         os.replace(directory, target)  # atomic: the model is gone in one step
         shutil.rmtree(target, ignore_errors=True)
         self._pending.drop_model(name)
+        self._status.pop(name, None)
         return True
 
     async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
@@ -346,6 +352,104 @@ class LocalStorage(Storage):
 
     async def pop_pending(self, model: str, prediction_id: str) -> bytes | None:
         return self._pending.pop(model, prediction_id)
+
+    # ------------------------------------------------------------------ batch models
+    def _read_int(self, path: Path) -> int | None:
+        try:
+            return int(path.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _artifacts(self, model: str) -> Path:
+        return self._dir(model) / "artifacts"
+
+    async def next_version(self, model: str) -> int:
+        path = self._dir(model) / "version_seq"
+        stored = [int(p.stem) for p in self._artifacts(model).glob("*.fba")]
+        version = max([self._read_int(path) or 0, *stored]) + 1
+        atomic_write(path, str(version).encode(), fsync=self.fsync)
+        return version
+
+    async def publish_artifact(self, model: str, version: int, blob: bytes, meta: bytes, *,
+                               owner: str | None = None) -> bool:
+        if not (self._dir(model) / "model.json").exists():
+            return False
+        directory = self._artifacts(model)
+        directory.mkdir(exist_ok=True)
+        atomic_write(directory / f"{int(version)}.fba", blob)
+        atomic_write(directory / f"{int(version)}.json", meta)
+        atomic_write(self._dir(model) / "version", str(int(version)).encode())
+        self._notify(model, int(version))
+        return True
+
+    def _notify(self, model: str, version: int) -> None:
+        for queue in self._listeners:
+            queue.put_nowait((model, version))
+
+    async def load_artifact(self, model: str, version: int) -> bytes | None:
+        path = self._artifacts(model) / f"{int(version)}.fba"
+        return path.read_bytes() if path.exists() else None
+
+    async def list_artifacts(self, model: str) -> dict[int, bytes]:
+        out = {}
+        for path in self._artifacts(model).glob("*.json"):
+            if path.stem.isdigit() and path.with_suffix(".fba").exists():
+                out[int(path.stem)] = path.read_bytes()
+        return dict(sorted(out.items()))
+
+    async def delete_artifacts(self, model: str, versions: list[int]) -> None:
+        for version in versions:
+            for suffix in (".json", ".fba"):
+                (self._artifacts(model) / f"{int(version)}{suffix}").unlink(missing_ok=True)
+
+    async def current_version(self, model: str) -> int | None:
+        return self._read_int(self._dir(model) / "version")
+
+    async def set_current_version(self, model: str, version: int) -> bool:
+        if not (self._artifacts(model) / f"{int(version)}.fba").exists():
+            return False
+        atomic_write(self._dir(model) / "version", str(int(version)).encode())
+        self._notify(model, int(version))
+        return True
+
+    async def version_events(self):
+        queue: asyncio.Queue = asyncio.Queue()
+        self._listeners.append(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._listeners.remove(queue)
+
+    def _jobs_path(self, model: str) -> Path:
+        return self._dir(model) / "jobs.json"
+
+    def _read_jobs(self, model: str) -> dict[str, str]:
+        path = self._jobs_path(model)
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    async def save_job(self, model: str, job_id: str, record: bytes) -> None:
+        if not self._dir(model).exists():
+            return
+        jobs = self._read_jobs(model)
+        jobs[job_id] = record.decode()
+        atomic_write(self._jobs_path(model), json.dumps(jobs).encode(), fsync=self.fsync)
+
+    async def load_jobs(self, model: str) -> dict[str, bytes]:
+        return {k: v.encode() for k, v in self._read_jobs(model).items()}
+
+    async def delete_jobs(self, model: str, job_ids: list[str]) -> None:
+        jobs = self._read_jobs(model)
+        for job_id in job_ids:
+            jobs.pop(job_id, None)
+        if self._dir(model).exists():
+            atomic_write(self._jobs_path(model), json.dumps(jobs).encode(), fsync=self.fsync)
+
+    async def save_status(self, model: str, status: bytes) -> None:
+        self._status[model] = status
+
+    async def load_status(self, model: str) -> bytes | None:
+        return self._status.get(model)
 
 
 __all__ = ["LocalLog", "LocalStorage", "atomic_write", "id_key"]

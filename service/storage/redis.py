@@ -58,6 +58,24 @@ redis.call('HSET', KEYS[1], 'state', ARGV[1], 'log_id', ARGV[2])
 return 1
 """
 
+# Fenced publish of a batch model's version. KEYS: lease, artifacts hash, artifact blob,
+# current-version key. ARGV: owner ('' = no check), version, blob, meta, channel.
+_PUBLISH = """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[3], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
+redis.call('SET', KEYS[4], ARGV[2])
+redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. ARGV[2])
+return 1
+"""
+# Rollback: KEYS: artifacts hash, current-version key. ARGV: version, channel, model.
+_SET_CURRENT = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' ' .. ARGV[1])
+return 1
+"""
+
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -248,6 +266,8 @@ class RedisStorage(Storage):
         self._renew = self.client.register_script(_RENEW)
         self._release = self.client.register_script(_RELEASE)
         self._save_snapshot = self.client.register_script(_SAVE_SNAPSHOT)
+        self._publish = self.client.register_script(_PUBLISH)
+        self._set_current = self.client.register_script(_SET_CURRENT)
 
     async def close(self) -> None:
         if self.client is not None:
@@ -269,11 +289,11 @@ class RedisStorage(Storage):
         return {_text(k): v for k, v in sorted(raw.items())}
 
     async def delete_model(self, name: str) -> bool:
+        versions = await self.client.hkeys(wire.artifacts_key(name))
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.hdel(wire.MODELS_KEY, name)
-            pipe.delete(wire.log_key(name), wire.snapshot_key(name),
-                        wire.deadletter_key(name), wire.applied_key(name),
-                        wire.lease_key(name))
+            pipe.delete(*wire.model_keys(name),
+                        *(wire.artifact_key(name, int(v)) for v in versions))
             removed, _ = await pipe.execute()
         return bool(removed)
 
@@ -352,3 +372,68 @@ class RedisStorage(Storage):
     async def applied_position(self, model: str) -> str | None:
         value = await self.client.get(wire.applied_key(model))
         return _text(value) if value else None
+
+    # ------------------------------------------------------------------ batch models
+    async def next_version(self, model: str) -> int:
+        return int(await self.client.incr(wire.version_seq_key(model)))
+
+    async def publish_artifact(self, model: str, version: int, blob: bytes, meta: bytes, *,
+                               owner: str | None = None) -> bool:
+        keys = [wire.lease_key(model), wire.artifacts_key(model),
+                wire.artifact_key(model, version), wire.version_key(model)]
+        done = await self._publish(keys=keys, args=[owner or "", int(version), blob, meta,
+                                                    wire.VERSIONS_CHANNEL, model])
+        return bool(done)
+
+    async def load_artifact(self, model: str, version: int) -> bytes | None:
+        return await self.client.get(wire.artifact_key(model, version))
+
+    async def list_artifacts(self, model: str) -> dict[int, bytes]:
+        raw = await self.client.hgetall(wire.artifacts_key(model))
+        return {int(k): v for k, v in sorted(raw.items(), key=lambda kv: int(kv[0]))}
+
+    async def delete_artifacts(self, model: str, versions: list[int]) -> None:
+        if versions:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.hdel(wire.artifacts_key(model), *(str(int(v)) for v in versions))
+                pipe.delete(*(wire.artifact_key(model, v) for v in versions))
+                await pipe.execute()
+
+    async def current_version(self, model: str) -> int | None:
+        value = await self.client.get(wire.version_key(model))
+        return int(value) if value else None
+
+    async def set_current_version(self, model: str, version: int) -> bool:
+        done = await self._set_current(keys=[wire.artifacts_key(model), wire.version_key(model)],
+                                       args=[int(version), wire.VERSIONS_CHANNEL, model])
+        return bool(done)
+
+    async def version_events(self):
+        pubsub = self.client.pubsub()
+        await pubsub.subscribe(wire.VERSIONS_CHANNEL)
+        try:
+            async for message in pubsub.listen():
+                if message.get("type") != "message":
+                    continue
+                model, _, version = _text(message["data"]).rpartition(" ")
+                if model and version.isdigit():
+                    yield model, int(version)
+        finally:
+            await pubsub.aclose()
+
+    async def save_job(self, model: str, job_id: str, record: bytes) -> None:
+        await self.client.hset(wire.jobs_key(model), job_id, record)
+
+    async def load_jobs(self, model: str) -> dict[str, bytes]:
+        raw = await self.client.hgetall(wire.jobs_key(model))
+        return {_text(k): v for k, v in raw.items()}
+
+    async def delete_jobs(self, model: str, job_ids: list[str]) -> None:
+        if job_ids:
+            await self.client.hdel(wire.jobs_key(model), *job_ids)
+
+    async def save_status(self, model: str, status: bytes) -> None:
+        await self.client.set(wire.status_key(model), status)
+
+    async def load_status(self, model: str) -> bytes | None:
+        return await self.client.get(wire.status_key(model))

@@ -1,0 +1,71 @@
+"""Batch models: retrain jobs, versions, rollback, the next group, the trained sequence."""
+
+from __future__ import annotations
+
+import orjson
+from fastapi import APIRouter, Request, Response
+
+from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
+from service.batch.host import BatchHost
+from service.errors import ConflictError, MalformedBodyError, item_error
+from service.schemas import RollbackRequest
+
+router = APIRouter(prefix="/v1/models/{model}", tags=["batch models"])
+
+
+async def _batch_host(manager, model: str) -> BatchHost:
+    host = await manager.get(model)
+    if not isinstance(host, BatchHost):
+        raise ConflictError(f"{model!r} is an online model ({host.spec.algorithm}): it learns "
+                            "every example as it is folded and has no retrains or versions")
+    return host
+
+
+@router.post("/retrain", status_code=202, dependencies=[WriteAccess])
+async def retrain(model: str, manager: Manager) -> dict:
+    """Queue a retrain on everything appended so far; 202 with the job."""
+    return await manager.batch.retrain(await _batch_host(manager, model))
+
+
+@router.get("/jobs", dependencies=[ReadAccess])
+async def list_jobs(model: str, manager: Manager) -> dict:
+    host = await _batch_host(manager, model)
+    return {"model": host.name, "jobs": await manager.batch.jobs(host)}
+
+
+@router.get("/jobs/{job_id}", dependencies=[ReadAccess])
+async def get_job(model: str, job_id: str, manager: Manager) -> dict:
+    return await manager.batch.job(await _batch_host(manager, model), job_id)
+
+
+@router.get("/versions", dependencies=[ReadAccess])
+async def list_versions(model: str, manager: Manager) -> dict:
+    return await manager.batch.versions(await _batch_host(manager, model))
+
+
+@router.post("/rollback", dependencies=[WriteAccess])
+async def rollback(model: str, body: RollbackRequest, manager: Manager) -> dict:
+    return await manager.batch.rollback(await _batch_host(manager, model), body.version)
+
+
+@router.post("/next", dependencies=[ReadAccess])
+async def next_group(model: str, request: Request, manager: Manager,
+                     settings: AppSettings) -> dict:
+    """The group to compute next given ``computed_groups`` (and a ``budget``)."""
+    host = await _batch_host(manager, model)
+    body = await read_body(request, settings.max_body_bytes)
+    try:
+        document = orjson.loads(body) if body.strip() else {}
+    except orjson.JSONDecodeError as exc:
+        raise MalformedBodyError(f"body is not valid JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise item_error("body must be an object", field="body")
+    return manager.batch.next(host, document)
+
+
+@router.get("/sequence", dependencies=[ReadAccess])
+async def sequence(model: str, manager: Manager) -> Response:
+    host = await _batch_host(manager, model)
+    served = manager.batch.served(host)
+    payload = {"model": host.name, **served.sequence()}
+    return Response(orjson.dumps(payload), media_type="application/json")

@@ -1,0 +1,242 @@
+"""The fold of a batch model's log: sufficient statistics (anytime) or bounded windows
+(gbfs, nvsd), each with a training and a held-out validation part.
+
+Held-out rule: example ``k`` (0-based) of the log entry with id ``e`` is held out when
+``u(e, k) < validation_fraction``, with ``u = splitmix64(crc32(e) · 2³² + k) / 2⁶⁴``: a
+deterministic function of the log position, so a replay after a crash splits exactly as the
+first pass did.
+
+Entries are folded one at a time, in log order (``apply_entry``): statistics are merged per
+entry and windows updated per example, so the state after a replay equals the state of one
+uninterrupted pass bit for bit, however the entries were grouped into reads.
+
+Windows: ``newest`` keeps the last N examples (a ring); ``reservoir`` keeps a uniform sample
+of N (Vitter's algorithm R) where the t-th example offered (t >= N) replaces slot
+``j = splitmix64(seed ⊕ t) mod (t + 1)`` when ``j < N``: deterministic given the seed and the
+log order, with no generator state to store. Memory O(D²) (anytime) or O(N·D) (windows);
+folding an entry costs O(nnz·D + D²) (anytime) or O(nnz + m·D) (windows, m examples).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from algorithms.anytime import SufficientStatistics
+from algorithms.sparse import CSRBatch
+from service.batch.spec import BatchLayout, BatchParams, Window, validation_size
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+KIND = "featurebudget-batch-fold"
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finalizer of uint64 ``x`` (vectorized, wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        z = (np.asarray(x, dtype=np.uint64) + _GOLDEN).astype(np.uint64)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def held_out(entry_id: str, n_rows: int, fraction: float) -> np.ndarray:
+    """Which of an entry's ``n_rows`` examples are validation examples (bool (n_rows,))."""
+    if fraction <= 0:
+        return np.zeros(n_rows, dtype=bool)
+    base = np.uint64(zlib.crc32(str(entry_id).encode())) << np.uint64(32)
+    u = splitmix64(base + np.arange(n_rows, dtype=np.uint64)) >> np.uint64(11)
+    return u.astype(np.float64) * 2.0 ** -53 < fraction
+
+
+class RowWindow:
+    """A bounded window of dense rows (``capacity`` x D) and their targets."""
+
+    def __init__(self, window: Window, capacity: int, n_features: int) -> None:
+        self.window = window
+        self.capacity = int(capacity)
+        self.X = np.zeros((self.capacity, n_features), dtype=np.float64)
+        self.y = np.zeros(self.capacity, dtype=np.float64)
+        self.seen = 0  # examples offered so far
+
+    @property
+    def count(self) -> int:
+        return min(self.seen, self.capacity)
+
+    def _slots(self, m: int) -> np.ndarray:
+        """Slot of each of the next ``m`` examples (-1: not kept), in offer order."""
+        t = self.seen + np.arange(m, dtype=np.int64)
+        if self.window.kind == "newest":
+            return t % self.capacity
+        slots = t.copy()
+        late = t >= self.capacity
+        if late.any():
+            seed = np.uint64(self.window.seed)
+            j = splitmix64(seed ^ t[late].astype(np.uint64)) % (t[late] + 1).astype(np.uint64)
+            slots[late] = np.where(j < self.capacity, j.astype(np.int64), -1)
+        return slots
+
+    def offer(self, X: sp.csr_matrix, y: np.ndarray) -> None:
+        """Offer rows in order (a later row taking the same slot wins). O(nnz + m·D)."""
+        m = X.shape[0]
+        if m == 0:
+            return
+        slots = self._slots(m)
+        self.seen += m
+        keep = slots >= 0
+        # last offer wins: keep each slot's last occurrence only
+        rows = np.flatnonzero(keep)
+        if len(rows):
+            _, last = np.unique(slots[rows][::-1], return_index=True)
+            rows = rows[::-1][last]
+        if not len(rows):
+            return
+        target = slots[rows]
+        self.X[target] = 0.0
+        sub = X[rows]
+        row_of = np.repeat(np.arange(len(rows)), np.diff(sub.indptr))
+        self.X[target[row_of], sub.indices] = sub.data
+        self.y[target] = y[rows]
+
+    def data(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the kept rows: chronological for ``newest``, slot order otherwise."""
+        count = self.count
+        if self.window.kind == "newest" and self.seen > self.capacity:
+            order = np.roll(np.arange(self.capacity), -(self.seen % self.capacity))
+            return self.X[order].copy(), self.y[order].copy()
+        return self.X[:count].copy(), self.y[:count].copy()
+
+    def state(self, prefix: str) -> dict[str, Any]:
+        count = self.count
+        return {f"{prefix}.X": self.X[:count].copy(), f"{prefix}.y": self.y[:count].copy(),
+                f"{prefix}.seen": int(self.seen)}
+
+    def load(self, state: dict[str, Any], prefix: str) -> None:
+        seen = state.get(f"{prefix}.seen")
+        X, y = state.get(f"{prefix}.X"), state.get(f"{prefix}.y")
+        if isinstance(seen, bool) or not isinstance(seen, int) or seen < 0:
+            raise ValueError(f"{prefix}.seen must be a non-negative integer")
+        count = min(seen, self.capacity)
+        if not isinstance(X, np.ndarray) or X.dtype != np.float64 or \
+                X.shape != (count, self.X.shape[1]):
+            raise ValueError(f"{prefix}.X must be float64 of shape {(count, self.X.shape[1])}")
+        if not isinstance(y, np.ndarray) or y.dtype != np.float64 or y.shape != (count,):
+            raise ValueError(f"{prefix}.y must be float64 of shape {(count,)}")
+        if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+            raise ValueError(f"{prefix} holds NaN or infinite values")
+        self.X[:count], self.y[:count], self.seen = X, y, seen
+
+
+class BatchFoldState:
+    """What a batch model's fold has made of its log so far, and the last entry applied."""
+
+    def __init__(self, family: str, layout: BatchLayout, params: BatchParams) -> None:
+        self.family = family
+        self.layout = layout
+        self.params = params
+        D = layout.n_features
+        if family == "anytime":
+            self.train: Any = SufficientStatistics(D)
+            self.validation: Any = SufficientStatistics(D)
+        else:
+            window = params.window
+            self.train = RowWindow(window, window.size, D)
+            self.validation = RowWindow(window, max(1, validation_size(
+                window, params.validation_fraction)), D)
+        self.applied_id: str | None = None
+        self.examples = 0  # every example folded, training and validation
+
+    # ------------------------------------------------------------------ folding
+    def apply_entry(self, entry_id: str, X: CSRBatch, y: np.ndarray) -> None:
+        """Fold one log entry's examples in (call in log order, once per entry)."""
+        matrix = X.to_scipy()
+        held = held_out(entry_id, X.n_rows, self.params.validation_fraction)
+        for part, rows in ((self.train, ~held), (self.validation, held)):
+            if rows.any():
+                self._add(part, matrix[rows] if not rows.all() else matrix, y[rows])
+        self.examples += X.n_rows
+        self.applied_id = entry_id
+
+    def _add(self, part, matrix: sp.csr_matrix, y: np.ndarray) -> None:
+        if self.family == "anytime":
+            part.update(matrix, y)
+        else:
+            part.offer(matrix, y)
+
+    @property
+    def train_examples(self) -> int:
+        return int(self.train.n) if self.family == "anytime" else self.train.count
+
+    @property
+    def validation_examples(self) -> int:
+        return int(self.validation.n) if self.family == "anytime" else self.validation.count
+
+    def training_copy(self) -> tuple[Any, Any]:
+        """(training, validation) data for a fit, independent of later folding: statistics
+        copies (anytime) or ``(X, y)`` windows (validation None when empty)."""
+        if self.family == "anytime":
+            validation = self.validation.copy() if self.validation.n else None
+            return self.train.copy(), validation
+        validation = self.validation.data() if self.validation.count else None
+        return self.train.data(), validation
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"kind": KIND, "family": self.family,
+                                 "n_features": self.layout.n_features,
+                                 "examples": int(self.examples),
+                                 "applied_id": self.applied_id or ""}
+        for prefix, part in (("train", self.train), ("validation", self.validation)):
+            if self.family == "anytime":
+                state.update({f"{prefix}.{k}": v for k, v in part.state_dict().items()})
+            else:
+                state.update(part.state(prefix))
+        return state
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Replace the state with ``state``, checked completely first (ValueError)."""
+        fresh = BatchFoldState(self.family, self.layout, self.params)
+        if state.get("kind") != KIND:
+            raise ValueError(f"not a batch-fold state (kind {state.get('kind')!r})")
+        if state.get("family") != self.family:
+            raise ValueError(f"state is of a {state.get('family')!r} model, this model is "
+                             f"{self.family!r}")
+        if state.get("n_features") != self.layout.n_features:
+            raise ValueError(f"state has {state.get('n_features')!r} features, this model "
+                             f"{self.layout.n_features}")
+        examples, applied = state.get("examples"), state.get("applied_id")
+        if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
+            raise ValueError("examples must be a non-negative integer")
+        if not isinstance(applied, str):
+            raise ValueError("applied_id must be a string")
+        for prefix in ("train", "validation"):
+            part = getattr(fresh, prefix)
+            if self.family == "anytime":
+                part = _load_statistics(state, prefix, self.layout.n_features)
+                setattr(fresh, prefix, part)
+            else:
+                part.load(state, prefix)
+        fresh.examples, fresh.applied_id = examples, applied or None
+        self.train, self.validation = fresh.train, fresh.validation
+        self.examples, self.applied_id = fresh.examples, fresh.applied_id
+
+
+def _load_statistics(state: dict[str, Any], prefix: str, D: int) -> SufficientStatistics:
+    sub = {k[len(prefix) + 1:]: v for k, v in state.items() if k.startswith(prefix + ".")}
+    try:
+        stats = SufficientStatistics.from_state_dict(sub)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{prefix} statistics are incomplete: {exc!r}") from exc
+    if stats.n_features != D or stats.n < 0:
+        raise ValueError(f"{prefix} statistics have {stats.n_features} features, expected {D}")
+    values = np.concatenate([stats.mean_x, stats.mxx.ravel(), stats.mxy,
+                             [stats.mean_y, stats.myy]])
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{prefix} statistics hold NaN or infinite values")
+    if stats.n == 0 and np.any(values != 0):
+        raise ValueError(f"{prefix} statistics of no example must be zero")
+    if stats.myy < 0 or np.any(np.diag(stats.mxx) < 0):
+        raise ValueError(f"{prefix} statistics have negative sums of squares")
+    return stats

@@ -1,0 +1,219 @@
+"""Examples for batch models: named features per group, index/value lists, libsvm, FBX1.
+
+A batch model's example is ``{"features": {"<group>": {"<feature>": value}}, "target": y}``
+(``"label": ±1`` for classification) or ``{"indices": [...], "values": [...], "target": y}``
+with indices into the concatenation of the groups' features. Every check names the item and
+the field (``features.serum.s9``, ``target``); a batch with one bad item is rejected whole.
+Parsed batches are :class:`~service.ingest.ExampleBatch` with float64 targets, and log
+entries are FBX1 with the targets flag, so the fold reads every source the same way.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import orjson
+
+from service.batch.spec import BatchLayout
+from service.errors import InputError, MalformedBodyError, UnsupportedMediaTypeError, item_error
+from service.ingest import ExampleBatch, decode_bin, parse_libsvm_body, validate_csr
+from service import wire
+
+
+def target_field(task: str) -> str:
+    return "label" if task == "classification" else "target"
+
+
+def parse_batch_items(items, layout: BatchLayout, task: str, *,
+                      require_targets: bool = True) -> tuple[ExampleBatch, np.ndarray]:
+    """A list of example objects -> (batch, present) where ``present`` (n, G) bool says which
+    groups each example carries (named form: the groups named, even with no non-zero value;
+    index form: the groups of its indices). O(total features)."""
+    if not isinstance(items, list):
+        raise item_error("must be a list of examples", field="examples")
+    if not items:
+        raise item_error("the batch holds no examples", field="examples")
+    n = len(items)
+    name = target_field(task)
+    targets = np.zeros(n, dtype=np.float64)
+    present = np.zeros((n, layout.n_groups), dtype=bool)
+    lengths = np.zeros(n, dtype=np.int64)
+    index_parts: list[np.ndarray] = []
+    value_parts: list[np.ndarray] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise item_error("must be an object", item=i)
+        if require_targets:
+            targets[i] = _target(item, i, name, task)
+        else:
+            extra = {"target", "label"} & set(item)
+            if extra and not isinstance(item.get(next(iter(extra))), int | float):
+                raise item_error("must be a number", item=i, field=next(iter(extra)))
+        unknown = set(item) - {"features", "indices", "values", "target", "label"}
+        if unknown:
+            raise item_error(f"unknown fields {sorted(unknown)}", item=i,
+                             field=sorted(unknown)[0])
+        if "features" in item:
+            if "indices" in item or "values" in item:
+                raise item_error("give features or indices/values, not both", item=i,
+                                 field="features")
+            indices, values = _named(item["features"], i, layout, present[i])
+        else:
+            indices, values = _indexed(item, i, layout.n_features)
+            if len(indices):
+                present[i, np.unique(layout.group_of[indices])] = True
+        index_parts.append(indices)
+        value_parts.append(values)
+        lengths[i] = len(indices)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    batch = validate_csr(indptr, np.concatenate(index_parts), np.concatenate(value_parts),
+                         None, layout.n_features)
+    batch.labels = targets if require_targets else None
+    return batch, present
+
+
+def _target(item: dict, i: int, name: str, task: str) -> float:
+    other = "target" if name == "label" else "label"
+    value = item.get(name)
+    if value is None:
+        hint = f" ({other!r} is for {'regression' if other == 'target' else 'classification'}" \
+               " models)" if other in item else ""
+        raise item_error(f"is required{hint}", item=i, field=name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not math.isfinite(value):
+        raise item_error(f"{value!r} is not a finite number", item=i, field=name)
+    if task == "classification" and value not in (-1, 1):
+        raise item_error(f"label {value!r} is not -1 or +1", item=i, field=name)
+    return float(value)
+
+
+def _named(features, i: int, layout: BatchLayout, present: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(features, dict):
+        raise item_error("must be an object {group: {feature: value}}", item=i,
+                         field="features")
+    indices: list[int] = []
+    values: list[float] = []
+    for group_name, group in features.items():
+        g = layout.group_index.get(group_name)
+        if g is None:
+            raise item_error(f"unknown group {group_name!r}; this model has "
+                             f"{layout.group_names}", item=i, field=f"features.{group_name}")
+        if not isinstance(group, dict):
+            raise item_error("must be an object {feature: value}", item=i,
+                             field=f"features.{group_name}")
+        present[g] = True
+        names = layout.feature_index[g]
+        for feature, value in group.items():
+            index = names.get(feature)
+            if index is None:
+                raise item_error(f"group {group_name!r} has no feature {feature!r}", item=i,
+                                 field=f"features.{group_name}.{feature}")
+            if isinstance(value, bool) or not isinstance(value, int | float) or \
+                    not math.isfinite(value):
+                raise item_error(f"value {value!r} is not a finite number", item=i,
+                                 field=f"features.{group_name}.{feature}")
+            indices.append(index)
+            values.append(float(value))
+    return np.array(indices, dtype=np.int64), np.array(values, dtype=np.float64)
+
+
+def _indexed(item: dict, i: int, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    indices, values = item.get("indices"), item.get("values")
+    if not isinstance(indices, list):
+        raise item_error("is required (or features) and must be a list of integers", item=i,
+                         field="indices")
+    if not isinstance(values, list) or len(values) != len(indices):
+        raise item_error(f"must be a list of {len(indices)} numbers (one per index)", item=i,
+                         field="values")
+    for position, x in enumerate(indices):
+        if isinstance(x, bool) or not isinstance(x, int):
+            raise item_error(f"entry {position} is {x!r}, expected an integer", item=i,
+                             field="indices")
+        if not 0 <= x < n_features:
+            raise item_error(f"feature index {x} is outside [0, {n_features})", item=i,
+                             field="indices")
+    for position, x in enumerate(values):
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+            raise item_error(f"entry {position} is {x!r}, expected a finite number", item=i,
+                             field="values")
+    return np.array(indices, dtype=np.int64), np.array(values, dtype=np.float64)
+
+
+def parse_batch_document(document, layout: BatchLayout, task: str, *,
+                         require_targets: bool = True) -> tuple[ExampleBatch, np.ndarray]:
+    """``{"examples": [...]}``, a bare list, or one example object."""
+    if isinstance(document, dict) and "examples" in document:
+        items = document["examples"]
+    elif isinstance(document, dict):
+        items = [document]
+    elif isinstance(document, list):
+        items = document
+    else:
+        raise item_error("expected an object or a list of examples", field="examples")
+    return parse_batch_items(items, layout, task, require_targets=require_targets)
+
+
+def _json(body: bytes):
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedBodyError(f"body is not valid JSON: {exc}",
+                                 [{"field": "body", "message": str(exc)}]) from exc
+
+
+def _libsvm(data, layout: BatchLayout, task: str, zero_based: bool) -> ExampleBatch:
+    if task == "classification":  # labels ±1, as for online models
+        batch = parse_libsvm_body(data, layout.n_features, zero_based=zero_based)
+        batch.labels = batch.labels.astype(np.float64)
+        return batch
+    return parse_libsvm_body(data, layout.n_features, zero_based=zero_based, targets=True)
+
+
+def _binary(data, layout: BatchLayout, task: str, keep_raw: bool) -> ExampleBatch:
+    batch = decode_bin(data, layout.n_features, field="data", keep_raw=keep_raw, targets=True)
+    if task == "classification":
+        bad = np.flatnonzero((batch.labels != 1.0) & (batch.labels != -1.0))
+        if len(bad):
+            raise item_error(f"label {batch.labels[bad[0]]!r} is not -1 or +1",
+                             item=int(bad[0]), field="label")
+    return batch
+
+
+def parse_batch_body(body: bytes, media_type: str, layout: BatchLayout, task: str, *,
+                     zero_based: bool = False) -> tuple[ExampleBatch, str]:
+    """A POST /examples body of a batch model -> (batch with targets, format)."""
+    if media_type in ("application/json", "application/x-ndjson", ""):
+        return parse_batch_document(_json(body), layout, task)[0], "json"
+    if media_type in ("text/plain", "text/x-libsvm", "application/x-libsvm"):
+        return _libsvm(body, layout, task, zero_based), "libsvm"
+    if media_type in ("application/octet-stream", "application/x-featurebudget-batch"):
+        return _binary(body, layout, task, keep_raw=True), "bin"
+    raise UnsupportedMediaTypeError(
+        f"content type {media_type!r} is not supported; use application/json, text/plain "
+        "(libsvm) or application/octet-stream (FBX1 binary)")
+
+
+def parse_batch_entry(fields: dict, layout: BatchLayout, task: str, *,
+                      zero_based: bool = False) -> ExampleBatch:
+    """A log / stream entry of a batch model -> batch with float64 targets."""
+    data = fields.get(b"data", fields.get("data"))
+    if data is None:
+        raise item_error("entry has no 'data' field", field="data")
+    if isinstance(data, str):
+        data = data.encode()
+    fmt = fields.get(b"fmt", fields.get("fmt"))
+    fmt = fmt.decode() if isinstance(fmt, bytes) else (fmt or wire.infer_format(data))
+    if fmt == "bin":
+        return _binary(data, layout, task, keep_raw=False)
+    if fmt == "json":
+        return parse_batch_document(_json(bytes(data)), layout, task)[0]
+    if fmt == "libsvm":
+        return _libsvm(bytes(data), layout, task, zero_based)
+    raise item_error(f"unknown format {fmt!r} (expected bin, json or libsvm)", field="fmt")
+
+
+__all__ = ["InputError", "parse_batch_body", "parse_batch_document", "parse_batch_entry",
+           "parse_batch_items", "target_field"]

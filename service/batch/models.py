@@ -1,0 +1,368 @@
+"""The batch models of an API process: hosts that serve versions, the in-process worker
+(embedded backend), retrain / version / rollback requests, predictions and snapshots.
+
+Versions reach every API process by notification (Redis pub/sub, or in-process) and by a
+check of the current-version pointer every ``version_check_seconds``, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from service import metrics
+from service.batch import artifact as artifacts
+from service.batch.fit import check_estimator
+from service.batch.host import BatchHost
+from service.batch.ingest import parse_batch_items
+from service.batch.spec import memory_bytes, split_params
+from service.batch.worker import BatchWorker, load_fold_blob, new_job
+from service.errors import (
+    ConflictError,
+    InputError,
+    NotFoundError,
+    WaitTimeoutError,
+    item_error,
+)
+from service.schemas import ModelCreate, ModelSpec
+from service.storage import Storage, id_key
+
+log = logging.getLogger("featurebudget.batch")
+
+
+def validate_batch_spec(spec: ModelCreate, max_bytes: int) -> None:
+    """Everything about a batch spec that can be checked before it is stored; InputError."""
+    params = split_params(spec)
+    try:
+        from service.batch.spec import BatchLayout
+
+        check_estimator(spec.family, spec.algorithm, spec.task, BatchLayout(spec), params)
+    except (TypeError, ValueError) as exc:
+        raise item_error(f"{spec.algorithm}: {exc}", field="params") from exc
+    needed = memory_bytes(spec, params)
+    if needed > max_bytes:
+        names = [g.name for g in spec.groups]
+        shown = names if len(names) <= 8 else names[:8] + [f"... ({len(names)} groups)"]
+        raise item_error(f"{spec.algorithm} over {spec.dimension} features in groups {shown} "
+                         f"needs about {needed:,} bytes, more than the limit of {max_bytes:,} "
+                         "(FEATUREBUDGET_MAX_MODEL_BYTES)", field="groups")
+
+
+class BatchModels:
+    def __init__(self, storage: Storage, settings, process_id: str) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.process_id = process_id
+        self.hosts: dict[str, BatchHost] = {}
+        run_worker = settings.batch_worker
+        if run_worker is None:
+            run_worker = not storage.shared
+        self.worker = BatchWorker(storage, settings, process_id) if run_worker else None
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._watch_events()),
+                       asyncio.create_task(self._check_versions())]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.worker is not None:
+            await self.worker.stop()
+
+    async def host(self, spec: ModelSpec) -> BatchHost:
+        host = BatchHost(spec)
+        self.hosts[spec.name] = host
+        if self.worker is not None and spec.name not in self.worker.folds:
+            self.worker.add(spec)
+        with contextlib.suppress(Exception):
+            await host.refresh(self.storage)
+        return host
+
+    async def drop(self, name: str) -> None:
+        self.hosts.pop(name, None)
+        if self.worker is not None:
+            await self.worker.remove(name)
+
+    async def _watch_events(self) -> None:
+        while True:
+            try:
+                async for model, _version in self.storage.version_events():
+                    host = self.hosts.get(model)
+                    if host is not None:
+                        asyncio.create_task(host.refresh(self.storage))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                await asyncio.sleep(1.0)  # resubscribe; the periodic check covers the gap
+
+    async def _check_versions(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.version_check_seconds)
+            for host in list(self.hosts.values()):
+                with contextlib.suppress(Exception):
+                    await host.refresh(self.storage)
+
+    def fold(self, name: str):
+        return None if self.worker is None else self.worker.folds.get(name)
+
+    # ------------------------------------------------------------------ reading
+    async def status(self, host: BatchHost) -> dict[str, Any]:
+        fold = self.fold(host.name)
+        if fold is not None and fold.owner:
+            return fold.status()
+        raw = await self.storage.load_status(host.name)
+        return json.loads(raw) if raw else {"applied_id": None, "examples": 0,
+                                            "train_examples": 0, "validation_examples": 0}
+
+    async def describe(self, host: BatchHost, log_end: str | None) -> dict[str, Any]:
+        spec, served, status = host.spec, host.served, await self.status(host)
+        fold = self.fold(host.name)
+        return {
+            "name": spec.name, "algorithm": spec.algorithm, "family": spec.family,
+            "task": spec.task, "params": spec.params, "created_at": spec.created_at,
+            "groups": [g.model_dump() for g in spec.groups], "n_features": spec.dimension,
+            "version": None if served is None else served.version,
+            "version_created_at": None if served is None else served.meta.get("created_at"),
+            "trained_through": None if served is None else served.meta.get("trained_through"),
+            "examples_applied": status["examples"],
+            "train_examples": status["train_examples"],
+            "validation_examples": status["validation_examples"],
+            "log_position": status["applied_id"], "log_end": log_end,
+            "owner": bool(fold is not None and fold.owner),
+            "serving_error": host.load_error}
+
+    async def wait_applied(self, host: BatchHost, log_id: str) -> None:
+        timeout = self.settings.wait_timeout_seconds
+        fold = self.fold(host.name)
+        if fold is not None and fold.owner:
+            if await fold.wait_applied(log_id, timeout):
+                return
+        else:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                position = await self.storage.applied_position(host.name)
+                if id_key(position) >= id_key(log_id):
+                    return
+                await asyncio.sleep(0.02)
+        raise WaitTimeoutError(f"examples up to log id {log_id} were not folded within "
+                               f"{timeout} s; they are in the log and will be")
+
+    # ------------------------------------------------------------------ jobs
+    async def retrain(self, host: BatchHost) -> dict[str, Any]:
+        log_end = await self.storage.log_end(host.name)
+        status = await self.status(host)
+        if status["train_examples"] < 2 and (
+                log_end is None or id_key(log_end) <= id_key(status["applied_id"])):
+            raise ConflictError(
+                f"model {host.name!r} has {status['train_examples']} training examples "
+                f"({status['validation_examples']} held out); a retrain needs at least 2: "
+                "post examples first")
+        job = new_job("request", log_end)
+        await self.storage.save_job(host.name, job["id"], json.dumps(job).encode())
+        fold = self.fold(host.name)
+        if fold is not None:
+            fold.wake.set()
+        return job
+
+    async def jobs(self, host: BatchHost) -> list[dict[str, Any]]:
+        raw = await self.storage.load_jobs(host.name)
+        jobs = [json.loads(v) for v in raw.values()]
+        return sorted(jobs, key=lambda j: j["created_at"], reverse=True)
+
+    async def job(self, host: BatchHost, job_id: str) -> dict[str, Any]:
+        raw = (await self.storage.load_jobs(host.name)).get(job_id)
+        if raw is None:
+            raise NotFoundError(f"model {host.name!r} has no job {job_id!r}")
+        return json.loads(raw)
+
+    async def versions(self, host: BatchHost) -> dict[str, Any]:
+        stored = await self.storage.list_artifacts(host.name)
+        current = await self.storage.current_version(host.name)
+        out = []
+        for version, raw in sorted(stored.items(), reverse=True):
+            meta = json.loads(raw)
+            meta["current"] = version == current
+            out.append(meta)
+        return {"model": host.name, "current": current, "versions": out}
+
+    async def rollback(self, host: BatchHost, version: int) -> dict[str, Any]:
+        if not await self.storage.set_current_version(host.name, version):
+            stored = sorted(await self.storage.list_artifacts(host.name))
+            raise ConflictError(f"model {host.name!r} has no version {version} (stored: "
+                                f"{stored}); it never existed or was pruned")
+        await host.refresh(self.storage)
+        return {"model": host.name, "current": version}
+
+    # ------------------------------------------------------------------ predictions
+    def served(self, host: BatchHost) -> artifacts.Artifact:
+        served = host.served
+        if served is None:
+            raise ConflictError(f"model {host.name!r} has no published version yet: post "
+                                f"examples and POST /v1/models/{host.name}/retrain")
+        return served
+
+    def predict(self, host: BatchHost, document: dict) -> dict[str, Any]:
+        """``POST /predict`` of a batch model (see :mod:`service.batch.artifact`)."""
+        served = self.served(host)  # one version for the whole request
+        started = time.perf_counter()
+        unknown = set(document) - {"examples", "computed_groups", "budget"}
+        if unknown:
+            name = sorted(unknown)[0]
+            hint = " (return_prediction_ids is for online models)" \
+                if name == "return_prediction_ids" else ""
+            raise item_error(f"unknown field for a batch model{hint}", field=name)
+        computed, budget = self._selection(host, document)
+        batch, present = parse_batch_items(document.get("examples"), host.layout,
+                                           host.spec.task, require_targets=False)
+        X = batch.X.to_scipy()
+        n = len(batch)
+        if computed is not None:
+            sets = [computed] * n
+        elif budget is not None:
+            sets = [served.budget_set(budget)] * n
+        else:
+            sets = [np.flatnonzero(present[row]).tolist() for row in range(n)]
+        answers: dict[tuple, dict] = {}
+        rows_of: dict[tuple, list[int]] = {}
+        for row, S in enumerate(sets):
+            rows_of.setdefault(tuple(S), []).append(row)
+        for key, rows in rows_of.items():
+            answers[key] = served.answer(X[rows] if len(rows) < n else X, list(key), budget)
+        out = _assemble(answers, rows_of, n)
+        out.update(model=host.name, version=served.version)
+        metrics.PREDICT_SECONDS.labels(host.name).observe(time.perf_counter() - started)
+        metrics.PREDICTIONS.labels(host.name).inc(n)
+        return out
+
+    def _selection(self, host: BatchHost, document: dict) -> tuple[list[int] | None,
+                                                                   float | None]:
+        has_groups, has_budget = "computed_groups" in document, "budget" in document
+        if has_groups and has_budget:
+            raise item_error("give computed_groups or budget, not both", field="budget")
+        budget = document.get("budget")
+        if has_budget:
+            if isinstance(budget, bool) or not isinstance(budget, int | float) or \
+                    not np.isfinite(budget) or budget < 0:
+                raise item_error("must be a finite number >= 0", field="budget")
+            budget = float(budget)
+        computed = host.layout.group_ids(document["computed_groups"]) if has_groups else None
+        return computed, budget
+
+    def next(self, host: BatchHost, document: dict) -> dict[str, Any]:
+        served = self.served(host)
+        unknown = set(document) - {"computed_groups", "budget"}
+        if unknown:
+            raise item_error("unknown field", field=sorted(unknown)[0])
+        computed = host.layout.group_ids(document.get("computed_groups", []))
+        budget = document.get("budget")
+        if budget is not None and (isinstance(budget, bool) or
+                                   not isinstance(budget, int | float) or
+                                   not np.isfinite(budget) or budget < 0):
+            raise item_error("must be a finite number >= 0", field="budget")
+        return {"model": host.name, "version": served.version,
+                "computed_groups": [host.layout.group_names[g] for g in computed],
+                "cost": host.layout.cost_of(computed),
+                "next_group": served.next_group(computed, None if budget is None
+                                                else float(budget))}
+
+    # ------------------------------------------------------------------ snapshots
+    async def export_snapshot(self, host: BatchHost) -> bytes:
+        """The fold state (statistics / windows with the log id) + the current version."""
+        from algorithms.serialization import dumps_state, loads_state
+
+        fold = self.fold(host.name)
+        if fold is not None and fold.owner:
+            blob, _ = await asyncio.to_thread(fold.fold_blob)
+        else:
+            blob = await self.storage.load_snapshot(host.name)
+        state = loads_state(blob) if blob else {}
+        version = await self.storage.current_version(host.name)
+        if version is not None:
+            artifact = await self.storage.load_artifact(host.name, version)
+            if artifact is not None:
+                state["svc_artifact"] = np.frombuffer(artifact, dtype=np.uint8)
+        state["svc_model"] = host.spec.model_dump(mode="json")
+        return dumps_state(state)
+
+    async def restore_snapshot(self, host: BatchHost, blob: bytes) -> dict[str, Any]:
+        """Replace the fold state as of the log's current end and publish the snapshot's
+        artifact as a new version; everything is checked before anything changes."""
+        from algorithms.serialization import StateFormatError, dumps_state, loads_state
+
+        fold = self.fold(host.name)
+        if fold is None:
+            raise ConflictError("this process does not run the batch worker; import the "
+                                "snapshot through `featurebudget serve` on the embedded "
+                                "backend or with FEATUREBUDGET_BATCH_WORKER=true")
+        try:
+            state = await asyncio.to_thread(loads_state, blob)
+        except StateFormatError as exc:
+            raise item_error(f"not a valid snapshot: {exc}", field="body") from exc
+        raw_artifact = state.pop("svc_artifact", None)
+        state.pop("svc_model", None)
+        from service.batch.fold_state import BatchFoldState
+
+        fresh = BatchFoldState(host.family, host.layout, host.params)
+        try:
+            fresh.load_state(state)
+            artifact = None
+            if raw_artifact is not None:
+                if not isinstance(raw_artifact, np.ndarray) or raw_artifact.dtype != np.uint8:
+                    raise ValueError("svc_artifact must be a uint8 array")
+                artifact = await asyncio.to_thread(artifacts.unpack, raw_artifact.tobytes(),
+                                                   host.family, host.layout)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"snapshot does not fit model {host.name!r}: {exc}",
+                             [{"field": "body", "message": str(exc)}]) from exc
+        if not await fold.hold_lease():
+            raise ConflictError("another process folds this model; retry")
+        log_end = await self.storage.log_end(host.name)
+        with fold.lock:
+            fresh.applied_id = log_end
+            fold.state = fresh
+            fold.reader = None  # re-position after the log's end
+        await fold.snapshot()
+        if artifact is not None:
+            version = await self.storage.next_version(host.name)
+            meta = dict(artifact.meta, version=version, created_at=time.time(),
+                        restored_from=artifact.version)
+            state_blob = loads_state(raw_artifact.tobytes())
+            state_blob["meta"] = meta
+            await self.storage.publish_artifact(host.name, version, dumps_state(state_blob),
+                                                json.dumps(meta).encode())
+            await host.refresh(self.storage)
+        return {"model": host.name, "examples_applied": fresh.examples,
+                "log_position": fresh.applied_id,
+                "version": None if host.served is None else host.served.version}
+
+
+def _assemble(answers: dict[tuple, dict], rows_of: dict[tuple, list[int]], n: int
+              ) -> dict[str, Any]:
+    """One response: per-example lists for predictions (and labels, probabilities); the
+    other fields are scalars when every example had the same set, else per-example lists."""
+    per_row = ("predictions", "labels", "probabilities")
+    if len(answers) == 1:
+        (answer,) = answers.values()
+        return dict(answer)
+    keys = {k for a in answers.values() for k in a}
+    out: dict[str, Any] = {k: [None] * n for k in keys}
+    for key, rows in rows_of.items():
+        answer = answers[key]
+        for k in keys:
+            value = answer.get(k)
+            for position, row in enumerate(rows):
+                out[k][row] = value[position] if k in per_row and value is not None else value
+    return out
+
+
+__all__ = ["BatchModels", "load_fold_blob", "validate_batch_spec"]

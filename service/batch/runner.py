@@ -1,0 +1,68 @@
+"""``featurebudget worker``: the batch worker as its own process (Redis backend).
+
+Opens the storage, folds every batch model whose lease it wins, runs their retrains, follows
+models created and deleted elsewhere, serves its Prometheus metrics on ``metrics_port``, and
+on SIGTERM / SIGINT writes a final snapshot of each model it owns and releases the leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import uuid
+
+from service.allocator import retain_freed_memory
+from service.batch.worker import BatchWorker
+from service.settings import Settings
+from service.storage import make_storage
+
+log = logging.getLogger("featurebudget.worker")
+
+
+def warm_batch_kernels() -> None:
+    """Compile / load the anytime and GBFS kernels once (cached on disk after the first)."""
+    import numpy as np
+
+    from algorithms.anytime import AnytimeLinearModel
+    from algorithms.gbfs import GBFS
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 4))
+    y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.1 * rng.standard_normal(40)
+    model = AnytimeLinearModel(groups=[[0, 1], [2], [3]], costs=[1.0, 1.0, 2.0]).fit(X, y)
+    model.next_group([0])
+    GBFS(loss="squared", n_estimators=2, max_depth=2, feature_groups=[[0, 1], [2, 3]],
+         group_costs=[1.0, 1.0]).fit(X, y).predict(X)
+
+
+async def run_worker(settings: Settings, *, metrics_port: int | None = None,
+                     stop: asyncio.Event | None = None) -> None:
+    retain_freed_memory(settings.malloc_retain_bytes)
+    if metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(metrics_port, addr=os.environ.get("FEATUREBUDGET_METRICS_HOST",
+                                                            "127.0.0.1"))
+    storage = make_storage(settings)
+    await storage.open()
+    process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}:worker"
+    await asyncio.to_thread(warm_batch_kernels)
+    worker = BatchWorker(storage, settings, process_id)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread
+            pass
+    await worker.start(follow=True)
+    log.warning("batch worker %s ready on the %s backend (%d batch models)", process_id,
+                storage.kind, len(worker.folds))
+    try:
+        await stop.wait()
+    finally:
+        await worker.stop()
+        await storage.close()

@@ -1,0 +1,451 @@
+"""The batch worker: per batch model, fold the log into statistics / windows exactly once,
+run retrain jobs, publish versions.
+
+A :class:`BatchFold` owns one model while it holds the model's lease (the lease of the
+online fold, :mod:`service.consumer`; always on the embedded backend). It
+
+1. loads the model's snapshot (fold state + id of the last applied entry) and replays the
+   log after that id through the consumer group, entries in log order, one
+   :meth:`~service.batch.fold_state.BatchFoldState.apply_entry` each (malformed entries go
+   to the dead letters); acks; publishes the applied position and the fold's counters;
+2. every N examples / T seconds writes a fenced snapshot and trims the log below it;
+3. runs retrain jobs one at a time as a separate task (the fold keeps folding meanwhile):
+   a job waits until the fold has applied the log as far as it was when the job was
+   requested, fits a copy of the state in a worker thread, and publishes an immutable
+   version (fenced by the lease) that becomes current; the newest ``versions_kept`` stay.
+   A job found ``running`` when a process takes a model over was interrupted by a crash and
+   is queued again (three attempts at most). Jobs come from ``POST /retrain`` or from the
+   retrain policy (every N examples or T seconds with new examples).
+
+``featurebudget worker`` runs a :class:`BatchWorker` against Redis; on the embedded backend
+``featurebudget serve`` runs one in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from service import metrics
+from service.batch import artifact as artifacts
+from service.batch.fit import FitError, fit
+from service.batch.fold_state import BatchFoldState
+from service.batch.ingest import parse_batch_entry
+from service.batch.spec import BatchLayout, split_params
+from service.errors import InputError
+from service.schemas import ModelSpec
+from service.storage import LogEntry, Storage, id_key
+
+log = logging.getLogger("featurebudget.worker")
+SVC_KEYS = ("svc_log_id",)
+MAX_ATTEMPTS = 3
+JOBS_KEPT = 100
+
+
+def new_job(trigger: str, requested_through: str | None) -> dict[str, Any]:
+    return {"id": uuid.uuid4().hex[:16], "status": "queued", "trigger": trigger,
+            "created_at": time.time(), "started_at": None, "finished_at": None,
+            "progress": 0.0, "examples_used": None, "validation_examples": None,
+            "trained_through": None, "requested_through": requested_through,
+            "duration_seconds": None, "error": None, "version": None, "attempts": 0}
+
+
+class BatchFold:
+    """One batch model's fold and retrains in this process (see the module docstring)."""
+
+    def __init__(self, spec: ModelSpec, storage: Storage, settings, process_id: str) -> None:
+        self.spec = spec
+        self.layout = BatchLayout(spec)
+        self.params = split_params(spec)
+        self.storage = storage
+        self.settings = settings
+        self.process_id = process_id
+        self.state = BatchFoldState(spec.family, self.layout, self.params)
+        self.lock = threading.Lock()  # held while the state changes or is copied
+        self.owner = False
+        self.reader = None
+        self.snapshot_id: str | None = None
+        self.since_snapshot = 0
+        self.last_snapshot_time = time.monotonic()
+        self.last_retrain_examples = 0
+        self.last_retrain_time = time.monotonic()
+        self.last_lease = 0.0
+        self.last_job_poll = 0.0
+        self.job_task: asyncio.Task | None = None
+        self.task: asyncio.Task | None = None
+        self._stop = asyncio.Event()
+        self._applied = asyncio.Event()
+        self.wake = asyncio.Event()  # set when a job was requested in this process
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.run(), name=f"batch-fold:{self.name}")
+
+    async def stop(self, *, final_snapshot: bool = True) -> None:
+        self._stop.set()
+        self.wake.set()
+        if self.task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self.task, 10)
+        if self.job_task is not None and not self.job_task.done():
+            self.job_task.cancel()  # a job cut short is retried by the next owner
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.job_task
+        if final_snapshot and self.owner and self.state.applied_id != self.snapshot_id:
+            with contextlib.suppress(Exception):
+                await self.snapshot()
+        if self.owner and self.storage.shared:
+            with contextlib.suppress(Exception):
+                await self.storage.release_lease(self.name, self.process_id)
+        self.owner = False
+
+    async def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # keep folding after transient storage errors
+                log.exception("batch fold of model %s failed; retrying", self.name)
+                self.reader = None
+                await asyncio.sleep(1.0)
+
+    # ------------------------------------------------------------------ fold
+    async def hold_lease(self) -> bool:
+        if not self.storage.shared:
+            if not self.owner:
+                await self._take_over()
+            return True
+        now = time.monotonic()
+        if self.owner and now - self.last_lease < self.settings.lease_seconds / 3:
+            return True
+        owner = await self.storage.acquire_lease(self.name, self.process_id,
+                                                 self.settings.lease_seconds)
+        self.last_lease = now
+        if owner and not self.owner:
+            await self._take_over()
+        if not owner:
+            self.reader = None
+            self.owner = False
+        return owner
+
+    async def _take_over(self) -> None:
+        """Became the owner: start from the newest snapshot; requeue interrupted jobs."""
+        blob = await self.storage.load_snapshot(self.name)
+        fresh = BatchFoldState(self.spec.family, self.layout, self.params)
+        if blob is not None:
+            load_fold_blob(fresh, blob)
+        with self.lock:
+            self.state = fresh
+        self.snapshot_id = fresh.applied_id
+        self.last_retrain_examples = fresh.examples
+        self.reader = None
+        self.owner = True
+        for job in (await self.jobs()).values():
+            if job["status"] == "running":
+                job["attempts"] += 1
+                if job["attempts"] >= MAX_ATTEMPTS:
+                    job.update(status="failed", finished_at=time.time(),
+                               error=f"interrupted {job['attempts']} times (process crashes)")
+                else:
+                    job.update(status="queued", progress=0.0)
+                await self.save_job(job)
+        await self._publish_status()
+
+    async def _step(self) -> None:
+        settings = self.settings
+        if not await self.hold_lease():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), settings.lease_seconds / 3)
+            return
+        if self.reader is None:
+            self.reader = self.storage.reader(self.name, self.process_id)
+            await self.reader.start(self.state.applied_id)
+            await self.reader.reclaim(self.state.applied_id)
+        block = settings.consumer_block_ms if self.job_task is None or self.job_task.done() \
+            else min(settings.consumer_block_ms, 100)
+        entries = await self.reader.read(settings.microbatch_max_entries, block)
+        if entries:
+            await self._apply(entries)
+        if self.since_snapshot >= settings.snapshot_every_examples or (
+                self.state.applied_id != self.snapshot_id and
+                time.monotonic() - self.last_snapshot_time >= settings.snapshot_every_seconds):
+            await self.snapshot()
+        await self._jobs_step()
+
+    async def _apply(self, entries: list[LogEntry]) -> None:
+        started = time.perf_counter()
+        applied = id_key(self.state.applied_id)
+        fresh = [e for e in entries if id_key(e.id) > applied]
+        if fresh:
+            n, rejected = await asyncio.to_thread(self._apply_entries, fresh)
+            for entry, reason in rejected:
+                await self.storage.deadletter(self.name, entry, reason)
+                metrics.DEADLETTER_ENTRIES.labels(self.name).inc()
+                metrics.EXAMPLES_REJECTED.labels(self.name, "stream").inc()
+            if n:
+                metrics.EXAMPLES_APPLIED.labels(self.name).inc(n)
+            metrics.UPDATE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
+        await self.reader.ack([e.id for e in entries])
+        if self.storage.shared and self.state.applied_id:
+            await self.storage.publish_applied(self.name, self.state.applied_id)
+        await self._publish_status()
+        event, self._applied = self._applied, asyncio.Event()
+        event.set()
+
+    def _apply_entries(self, entries: list[LogEntry]) -> tuple[int, list]:
+        """Worker thread: parse and fold entries in log order, each exactly once."""
+        n, rejected = 0, []
+        for entry in entries:
+            try:
+                batch = parse_batch_entry(entry.fields, self.layout, self.spec.task,
+                                          zero_based=self.spec.libsvm_zero_based)
+            except InputError as exc:
+                rejected.append((entry, exc.detail))
+                batch = None
+            except Exception as exc:  # never block the log on one entry
+                rejected.append((entry, f"{type(exc).__name__}: {exc}"))
+                batch = None
+            with self.lock:
+                if batch is None:
+                    self.state.applied_id = entry.id
+                else:
+                    self.state.apply_entry(entry.id, batch.X, batch.labels)
+                    n += len(batch)
+        self.since_snapshot += n
+        return n, rejected
+
+    async def wait_applied(self, log_id: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while id_key(self.state.applied_id) < id_key(log_id):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._applied.wait(), min(remaining, 0.5))
+        return True
+
+    def status(self) -> dict[str, Any]:
+        state = self.state
+        return {"applied_id": state.applied_id, "examples": state.examples,
+                "train_examples": state.train_examples,
+                "validation_examples": state.validation_examples,
+                "owner": self.process_id, "updated_at": time.time()}
+
+    async def _publish_status(self) -> None:
+        status = self.status()
+        await self.storage.save_status(self.name, json.dumps(status).encode())
+        gauge = metrics.STATISTICS_EXAMPLES if self.spec.family == "anytime" \
+            else metrics.WINDOW_EXAMPLES
+        gauge.labels(self.name).set(status["train_examples"] + status["validation_examples"])
+
+    async def snapshot(self) -> bool:
+        started = time.perf_counter()
+        blob, log_id = await asyncio.to_thread(self.fold_blob)
+        owner = self.process_id if self.storage.shared else None
+        if not await self.storage.save_snapshot(self.name, blob, log_id, owner=owner):
+            self.owner = False
+            self.reader = None
+            metrics.SNAPSHOTS_REFUSED.labels(self.name).inc()
+            return False
+        self.snapshot_id = log_id
+        self.since_snapshot = 0
+        self.last_snapshot_time = time.monotonic()
+        metrics.SNAPSHOTS.labels(self.name).inc()
+        metrics.SNAPSHOT_SECONDS.labels(self.name).observe(time.perf_counter() - started)
+        if self.settings.trim_log and log_id:
+            await self.storage.trim(self.name, log_id)
+        return True
+
+    def fold_blob(self) -> tuple[bytes, str | None]:
+        from algorithms.serialization import dumps_state
+
+        with self.lock:
+            state = self.state.state_dict()
+            log_id = self.state.applied_id
+        state["svc_model"] = self.spec.model_dump(mode="json")
+        return dumps_state(state), log_id
+
+    # ------------------------------------------------------------------ jobs
+    async def jobs(self) -> dict[str, dict]:
+        raw = await self.storage.load_jobs(self.name)
+        return {k: json.loads(v) for k, v in raw.items()}
+
+    async def save_job(self, job: dict) -> None:
+        await self.storage.save_job(self.name, job["id"], json.dumps(job).encode())
+
+    async def _jobs_step(self) -> None:
+        if self.job_task is not None and not self.job_task.done():
+            return
+        now = time.monotonic()
+        if not self.wake.is_set() and now - self.last_job_poll < self.settings.job_poll_seconds:
+            if not self._policy_due(now):
+                return
+        self.wake.clear()
+        self.last_job_poll = now
+        jobs = await self.jobs()
+        queued = sorted((j for j in jobs.values() if j["status"] == "queued"),
+                        key=lambda j: j["created_at"])
+        if not queued and self._policy_due(now):
+            job = new_job("policy", self.state.applied_id)
+            await self.save_job(job)
+            queued = [job]
+        applied = id_key(self.state.applied_id)
+        for job in queued:
+            if id_key(job.get("requested_through")) <= applied:
+                self.job_task = asyncio.create_task(self._run_job(job),
+                                                    name=f"retrain:{self.name}")
+                break
+        if len(jobs) > JOBS_KEPT:
+            done = sorted((j for j in jobs.values() if j["status"] in ("succeeded", "failed")),
+                          key=lambda j: j["created_at"])
+            await self.storage.delete_jobs(self.name,
+                                           [j["id"] for j in done[:len(jobs) - JOBS_KEPT]])
+
+    def _policy_due(self, now: float) -> bool:
+        new = self.state.examples - self.last_retrain_examples
+        if new <= 0 or self.state.train_examples < 2:
+            return False
+        every_n, every_s = self.params.retrain_every_examples, self.params.retrain_every_seconds
+        return bool((every_n is not None and new >= every_n) or
+                    (every_s is not None and now - self.last_retrain_time >= every_s))
+
+    async def _run_job(self, job: dict) -> None:
+        spec = self.spec
+        started = time.perf_counter()
+        job.update(status="running", started_at=time.time(), progress=0.0, error=None)
+        await self.save_job(job)
+        with self.lock:
+            training, validation = self.state.training_copy()
+            through, examples = self.state.applied_id, self.state.examples
+        self.last_retrain_examples, self.last_retrain_time = examples, time.monotonic()
+
+        def progress(fraction: float) -> None:
+            job["progress"] = round(float(fraction), 4)
+
+        outcome = "failed"
+        try:
+            model, fit_metrics = await asyncio.to_thread(
+                fit, spec.family, spec.algorithm, spec.task, self.layout, self.params,
+                training, validation, progress)
+            job.update(examples_used=self.state_count(training),
+                       validation_examples=self.state_count(validation),
+                       trained_through=through)
+            await self.save_job(job)
+            version = await self.storage.next_version(self.name)
+            meta = {"version": version, "created_at": time.time(), "family": spec.family,
+                    "algorithm": spec.algorithm, "task": spec.task, "params": spec.params,
+                    "estimator": self.params.estimator, "job": job["id"],
+                    "examples_used": job["examples_used"],
+                    "validation_examples": job["validation_examples"],
+                    "trained_through": through, "metrics": fit_metrics}
+            stats = validation if spec.family == "anytime" else None
+            blob = await asyncio.to_thread(artifacts.pack, model, stats, meta)
+            owner = self.process_id if self.storage.shared else None
+            if not await self.storage.publish_artifact(self.name, version, blob,
+                                                       json.dumps(meta).encode(), owner=owner):
+                raise RuntimeError("this process lost the model's lease before publishing; "
+                                   "the job is retried by the new owner")
+            await self._prune_versions(version)
+            job.update(status="succeeded", version=version, progress=1.0)
+            outcome = "succeeded"
+            metrics.MODEL_VERSION.labels(self.name).set(version)
+        except (FitError, ValueError, TypeError, ArithmeticError) as exc:
+            job.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        except RuntimeError as exc:
+            job.update(status="queued" if "lease" in str(exc) else "failed", error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - a failing fit never stops the fold
+            log.exception("retrain of model %s failed", self.name)
+            job.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        duration = time.perf_counter() - started
+        job.update(finished_at=time.time(), duration_seconds=round(duration, 6))
+        metrics.RETRAINS.labels(self.name, spec.algorithm, outcome).inc()
+        metrics.RETRAIN_SECONDS.labels(self.name).observe(duration)
+        with contextlib.suppress(Exception):
+            await self.save_job(job)
+
+    def state_count(self, part) -> int:
+        if part is None:
+            return 0
+        return int(part.n) if self.spec.family == "anytime" else len(part[1])
+
+    async def _prune_versions(self, newest: int) -> None:
+        keep = self.settings.versions_kept
+        stored = sorted(await self.storage.list_artifacts(self.name))
+        current = await self.storage.current_version(self.name)
+        old = [v for v in stored[:-keep] if v != current and v != newest] if keep else []
+        await self.storage.delete_artifacts(self.name, old)
+
+
+def load_fold_blob(state: BatchFoldState, blob: bytes) -> None:
+    """Load a snapshot blob into ``state``; ValueError when it is not a valid fold state."""
+    from algorithms.serialization import StateFormatError, loads_state
+
+    try:
+        raw = loads_state(blob)
+    except StateFormatError as exc:
+        raise ValueError(f"not a valid snapshot: {exc}") from exc
+    raw.pop("svc_model", None)
+    state.load_state(raw)
+
+
+class BatchWorker:
+    """Every batch model's :class:`BatchFold` in this process."""
+
+    def __init__(self, storage: Storage, settings, process_id: str) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.process_id = process_id
+        self.folds: dict[str, BatchFold] = {}
+        self._refresh: asyncio.Task | None = None
+
+    async def start(self, *, follow: bool) -> None:
+        """Fold every stored batch model; with ``follow``, pick up models created or deleted
+        by other processes (every 2 s)."""
+        await self._sync()
+        if follow:
+            self._refresh = asyncio.create_task(self._follow())
+
+    async def _sync(self) -> None:
+        stored = {name: ModelSpec.model_validate_json(raw)
+                  for name, raw in (await self.storage.load_models()).items()}
+        for name, spec in stored.items():
+            if spec.is_batch and name not in self.folds:
+                self.add(spec)
+        for name in [n for n in self.folds if n not in stored]:
+            await self.remove(name)
+
+    async def _follow(self) -> None:
+        while True:
+            await asyncio.sleep(2.0)
+            with contextlib.suppress(Exception):
+                await self._sync()
+
+    def add(self, spec: ModelSpec) -> BatchFold:
+        fold = BatchFold(spec, self.storage, self.settings, self.process_id)
+        self.folds[spec.name] = fold
+        fold.start()
+        return fold
+
+    async def remove(self, name: str) -> None:
+        fold = self.folds.pop(name, None)
+        if fold is not None:
+            await fold.stop(final_snapshot=False)
+
+    async def stop(self) -> None:
+        if self._refresh is not None:
+            self._refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresh
+        await asyncio.gather(*(fold.stop() for fold in self.folds.values()),
+                             return_exceptions=True)
+        self.folds.clear()

@@ -1,0 +1,411 @@
+"""Batch models end to end on both backends: create with groups, stream named / libsvm /
+binary examples, retrain, and the served version equals the in-process model trained on the
+same examples; versions, rollback, hot swap under load; bad input changes nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from algorithms.anytime import AnytimeLinearModel
+from algorithms.datasets.anytime_synthetic import make_anytime_groups
+from algorithms.gbfs import GBFS
+from algorithms.nvsd import RelaxedNVSD
+from service import wire
+from service.app import create_app
+from tests.service.batch_data import (
+    DIABETES_GROUPS,
+    NO_POLICY,
+    diabetes,
+    named_examples,
+    reference_statistics,
+    split_like_the_fold,
+)
+
+
+@pytest.fixture
+def batch_client(make_settings):
+    with TestClient(create_app(make_settings(batch_worker=True, job_poll_seconds=0.05,
+                                             version_check_seconds=0.2))) as client:
+        yield client
+
+
+def create_batch(client, name="d", algorithm="cs-g-omp", groups=DIABETES_GROUPS, **extra):
+    body = {"name": name, "algorithm": algorithm, "groups": groups,
+            "params": dict(NO_POLICY)}
+    body["params"].update(extra.pop("params", {}))
+    body.update(extra)
+    response = client.post("/v1/models", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def retrain(client, name="d", timeout=120.0) -> dict:
+    response = client.post(f"/v1/models/{name}/retrain")
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/models/{name}/jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed"):
+            return job
+        time.sleep(0.02)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+def wait_version(client, name: str, version: int, timeout=10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if client.get(f"/v1/models/{name}").json()["version"] == version:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"version {version} never served")
+
+
+def post_named(client, name, X, y, start, stop, **kw):
+    response = client.post(f"/v1/models/{name}/examples?wait=true",
+                           json={"examples": named_examples(X, y, DIABETES_GROUPS, start, stop,
+                                                            **kw)})
+    assert response.status_code == 202, response.text
+    return response.json()["log_ids"][0]
+
+
+def diabetes_entries(client, name, X, y, chunks):
+    """Post row chunks, one log entry each; [(log id, X rows, y rows)]."""
+    entries = []
+    for start, stop in chunks:
+        entries.append((post_named(client, name, X, y, start, stop), X[start:stop],
+                        y[start:stop]))
+    return entries
+
+
+def test_anytime_served_version_equals_the_in_process_model(batch_client):
+    X, y = diabetes()
+    create_batch(batch_client)
+    entries = diabetes_entries(batch_client, "d", X, y, [(0, 150), (150, 300), (300, 400)])
+    job = retrain(batch_client)
+    assert job["status"] == "succeeded", job
+    assert job["trained_through"] == entries[-1][0] and job["version"] == 1
+    train, validation = reference_statistics(entries, 0.2, 10)
+    assert job["examples_used"] == train.n and job["validation_examples"] == validation.n
+    groups = [np.arange(0, 2), np.arange(2, 4), np.arange(4, 7), np.arange(7, 10)]
+    reference = AnytimeLinearModel(groups=groups, costs=[1, 2, 3, 4]).fit_statistics(
+        train, validation=validation)
+    sequence = batch_client.get("/v1/models/d/sequence").json()
+    names = [row.get("name") for row in sequence["prefixes"][1:]]
+    assert names == [DIABETES_GROUPS[g]["name"] for g in reference.sequence_]
+    rows = named_examples(X, None, DIABETES_GROUPS, 400, 442)
+    for j in range(len(reference.sequence_) + 1):
+        budget = float(reference.cumulative_cost_[j])
+        answer = batch_client.post("/v1/models/d/predict",
+                                   json={"examples": rows, "budget": budget}).json()
+        expected = reference.predict(X[400:442], budget=budget)
+        np.testing.assert_allclose(answer["predictions"], expected, rtol=1e-10, atol=1e-10)
+        assert answer["version"] == 1
+        assert sorted(answer["groups_used"]) == sorted(
+            DIABETES_GROUPS[g]["name"] for g in reference.sequence_[:j])
+        np.testing.assert_allclose(answer["expected_explained_variance"],
+                                   reference.validation_explained_variance_[j], atol=1e-10)
+    # any subset, not only prefixes; the empty set is the mean
+    for subset in ([], [1, 3], [0, 2, 3]):
+        chosen = [DIABETES_GROUPS[g]["name"] for g in subset]
+        answer = batch_client.post("/v1/models/d/predict",
+                                   json={"examples": rows, "computed_groups": chosen}).json()
+        np.testing.assert_allclose(answer["predictions"],
+                                   reference.predict(X[400:442], groups=subset), rtol=1e-10,
+                                   atol=1e-10)
+        g = reference.next_group(subset)
+        assert (answer["next_group"] or {}).get("name") == (
+            None if g is None else DIABETES_GROUPS[g]["name"])
+
+
+def test_per_example_computed_sets_answer_each_example(batch_client):
+    X, y = diabetes()
+    create_batch(batch_client)
+    diabetes_entries(batch_client, "d", X, y, [(0, 300)])
+    assert retrain(batch_client)["status"] == "succeeded"
+    full = named_examples(X, None, DIABETES_GROUPS, 300, 302)
+    partial = named_examples(X, None, DIABETES_GROUPS, 302, 303, skip_groups=("lipids",
+                                                                              "glucose"))
+    answer = batch_client.post("/v1/models/d/predict",
+                               json={"examples": full + partial}).json()
+    assert answer["groups_used"][0] == ["demographics", "exam", "lipids", "glucose"]
+    assert answer["groups_used"][2] == ["demographics", "exam"]
+    alone = batch_client.post("/v1/models/d/predict", json={
+        "examples": partial, "computed_groups": ["demographics", "exam"]}).json()
+    assert answer["predictions"][2] == pytest.approx(alone["predictions"][0], rel=1e-12)
+    assert answer["next_group"][0] is None and answer["next_group"][2] is not None
+
+
+def test_gbfs_served_trees_equal_the_in_process_fit(batch_client):
+    X, y = diabetes()
+    params = {"n_estimators": 25, "max_depth": 3, "mu": 5.0,
+              "window": {"kind": "newest", "size": 250}}
+    create_batch(batch_client, algorithm="gbfs", params=params)
+    entries = diabetes_entries(batch_client, "d", X, y, [(0, 200), (200, 400)])
+    job = retrain(batch_client)
+    assert job["status"] == "succeeded", job
+    Xt, yt, Xv, yv = split_like_the_fold(entries, 0.2)
+    Xt, yt = Xt[-250:], yt[-250:]  # the newest 250 training examples, in log order
+    reference = GBFS(loss="squared", n_estimators=25, max_depth=3, mu=5.0,
+                     feature_groups=[[0, 1], [2, 3], [4, 5, 6], [7, 8, 9]],
+                     group_costs=[1, 2, 3, 4]).fit(Xt, yt)
+    snapshot = batch_client.get("/v1/models/d/snapshot").content
+    from algorithms.serialization import loads_state
+    from service.batch.artifact import unpack
+    from service.batch.spec import BatchLayout
+    from service.schemas import ModelCreate
+
+    state = loads_state(snapshot)
+    spec = ModelCreate(name="d", algorithm="gbfs", groups=DIABETES_GROUPS)
+    served = unpack(state["svc_artifact"].tobytes(), "gbfs", BatchLayout(spec)).model
+    for name in ("tree_feature_", "tree_threshold_", "tree_value_", "tree_split_value_"):
+        assert np.array_equal(getattr(served, name), getattr(reference, name)), name
+    kept = len(state["validation.y"])  # the newest held-out examples (ring order)
+    np.testing.assert_array_equal(np.sort(state["validation.y"]), np.sort(yv[-kept:]))
+    rows = named_examples(X, None, DIABETES_GROUPS, 400, 442)
+    for subset in ([], [0], [1, 2], [0, 1, 2, 3]):
+        chosen = [DIABETES_GROUPS[g]["name"] for g in subset]
+        answer = batch_client.post("/v1/models/d/predict",
+                                   json={"examples": rows, "computed_groups": chosen}).json()
+        features = [f for g in subset for f in reference.feature_groups[g]]
+        np.testing.assert_array_equal(answer["predictions"],
+                                      reference.predict(X[400:442], computed=features))
+        g = reference.next_group(subset)
+        assert (answer["next_group"] or {}).get("name") == (
+            None if g is None else DIABETES_GROUPS[g]["name"])
+
+
+def test_nvsd_served_predictions_equal_the_in_process_fit(batch_client):
+    X, y = diabetes()
+    params = {"window": {"kind": "reservoir", "size": 60, "seed": 7}, "nus": [1e-2],
+              "n_taus": 3}
+    create_batch(batch_client, algorithm="nvsd", params=params)
+    diabetes_entries(batch_client, "d", X, y, [(0, 100), (100, 200)])
+    job = retrain(batch_client)
+    assert job["status"] == "succeeded", job
+    from algorithms.serialization import loads_state
+
+    state = loads_state(batch_client.get("/v1/models/d/snapshot").content)
+    reference = RelaxedNVSD(nus=[1e-2], n_taus=3, regularizer="gl",
+                            groups=[[0, 1], [2, 3], [4, 5, 6], [7, 8, 9]]).fit(
+        state["train.X"], state["train.y"], validation=(state["validation.X"],
+                                                        state["validation.y"]))
+    rows = named_examples(X, None, DIABETES_GROUPS, 400, 442)
+    answer = batch_client.post("/v1/models/d/predict", json={"examples": rows}).json()
+    np.testing.assert_array_equal(answer["predictions"], reference.predict(X[400:442]))
+    exam = batch_client.post("/v1/models/d/predict", json={
+        "examples": rows, "computed_groups": ["exam"]}).json()
+    np.testing.assert_array_equal(exam["predictions"],
+                                  reference.predict(X[400:442], computed=[2, 3]))
+
+
+def test_synthetic_groups_over_libsvm_and_binary(batch_client):
+    data = make_anytime_groups(n_samples=600, seed=3)
+    D = data.X.shape[1]
+    groups = [{"name": f"g{j}", "features": [f"f{i}" for i in g], "cost": float(c)}
+              for j, (g, c) in enumerate(zip(data.groups, data.costs, strict=True))]
+    create_batch(batch_client, name="s", algorithm="cs-g-fr", groups=groups)
+    entries = []
+    text = "\n".join(f"{float(data.y[r])!r} " + " ".join(f"{i + 1}:{float(data.X[r, i])!r}"
+                                                         for i in range(D))
+                     for r in range(300)) + "\n"
+    response = batch_client.post("/v1/models/s/examples?wait=true", content=text,
+                                 headers={"content-type": "text/plain"})
+    assert response.status_code == 202, response.text
+    entries.append((response.json()["log_ids"][0], data.X[:300], data.y[:300]))
+    dense = data.X[300:]
+    indptr = np.arange(0, dense.size + 1, D)
+    payload = wire.encode_batch(indptr, np.tile(np.arange(D), len(dense)), dense.ravel(),
+                                data.y[300:], targets=True)
+    response = batch_client.post("/v1/models/s/examples?wait=true", content=payload,
+                                 headers={"content-type": "application/octet-stream"})
+    assert response.status_code == 202, response.text
+    entries.append((response.json()["log_ids"][0], data.X[300:], data.y[300:]))
+    assert retrain(batch_client, "s")["status"] == "succeeded"
+    train, validation = reference_statistics(entries, 0.2, D)
+    reference = AnytimeLinearModel(groups=data.groups, costs=data.costs,
+                                   method="cs-g-fr").fit_statistics(train,
+                                                                    validation=validation)
+    prefixes = batch_client.get("/v1/models/s/sequence").json()["prefixes"]
+    assert [p.get("name") for p in prefixes[1:]] == [f"g{g}" for g in reference.sequence_]
+    np.testing.assert_allclose([p["train_explained_variance"] for p in prefixes],
+                               reference.train_explained_variance_, atol=1e-10)
+    np.testing.assert_allclose([p["validation_explained_variance"] for p in prefixes],
+                               reference.validation_explained_variance_, atol=1e-10)
+
+
+def test_versions_rollback_and_pruning(make_settings):
+    settings = make_settings(batch_worker=True, job_poll_seconds=0.05, versions_kept=3,
+                             version_check_seconds=0.2)
+    X, y = diabetes()
+    with TestClient(create_app(settings)) as client:
+        create_batch(client)
+        for k in range(5):
+            post_named(client, "d", X, y, 80 * k, 80 * k + 80)
+            assert retrain(client)["version"] == k + 1
+        versions = client.get("/v1/models/d/versions").json()
+        assert versions["current"] == 5
+        assert [v["version"] for v in versions["versions"]] == [5, 4, 3]
+        assert client.post("/v1/models/d/rollback", json={"version": 4}).json()["current"] == 4
+        wait_version(client, "d", 4)
+        assert client.post("/v1/models/d/predict", json={
+            "examples": named_examples(X, None, DIABETES_GROUPS, 0, 1)}).json()["version"] == 4
+        gone = client.post("/v1/models/d/rollback", json={"version": 1})
+        assert gone.status_code == 409 and "no version 1" in gone.json()["detail"]
+        assert gone.headers["content-type"].startswith("application/problem+json")
+        post_named(client, "d", X, y, 400, 440)
+        assert retrain(client)["version"] == 6  # above every earlier number
+    with TestClient(create_app(settings)) as client:  # restart: the pointer survives
+        assert client.get("/v1/models/d").json()["version"] == 6
+
+
+def test_hot_swap_and_rollback_under_load(batch_client):
+    X, y = diabetes()
+    create_batch(batch_client)
+    post_named(batch_client, "d", X, y, 0, 40)
+    assert retrain(batch_client)["version"] == 1
+    seen: list[int] = []
+    errors: list[str] = []
+    stop = threading.Event()
+    rows = named_examples(X, None, DIABETES_GROUPS, 0, 3)
+
+    def predict_forever():
+        while not stop.is_set():
+            response = batch_client.post("/v1/models/d/predict", json={"examples": rows})
+            if response.status_code != 200:
+                errors.append(response.text)
+            else:
+                seen.append(response.json()["version"])
+
+    thread = threading.Thread(target=predict_forever)
+    thread.start()
+    try:
+        for k in range(20):
+            post_named(batch_client, "d", X, y, 40 + 20 * k, 60 + 20 * k)
+            assert retrain(batch_client)["status"] == "succeeded"
+        wait_version(batch_client, "d", 21)
+        time.sleep(0.1)
+        during_publishes = len(seen)
+        batch_client.post("/v1/models/d/rollback", json={"version": 15})
+        wait_version(batch_client, "d", 15)
+        time.sleep(0.1)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    assert seen[:during_publishes] == sorted(seen[:during_publishes])
+    assert 21 in seen and len(set(seen[:during_publishes])) >= 3
+    after = seen[during_publishes:]
+    assert after and after[-1] == 15 and after == sorted(after, key=lambda v: v == 15)
+
+
+BAD_CREATES = [
+    ({"params": {"not_a_param": 1}}, "not_a_param"),
+    ({"params": {"alpha": -1}}, "alpha"),
+    ({"groups": []}, "groups"),
+    ({"groups": [{"name": "a", "features": ["x"], "cost": 1}, {"name": "b",
+                  "features": ["x"], "cost": 1}]}, "two groups"),
+    ({"groups": [{"name": "a", "features": ["x"], "cost": -1}]}, "cost"),
+    ({"groups": [{"name": "a", "features": ["x"], "cost": 1}, {"name": "a",
+                  "features": ["y"], "cost": 1}]}, "twice"),
+    ({"groups": [{"name": "a", "features": [], "cost": 1}]}, "features"),
+    ({"n_features": 10}, "n_features"),
+    ({"params": {"window": {"kind": "newest", "size": 10}}}, "window"),
+    ({"task": "ranking"}, "task"),
+]
+
+
+@pytest.mark.parametrize(("change", "named"), BAD_CREATES)
+def test_bad_creations_are_refused_and_nothing_is_created(batch_client, change, named):
+    body = {"name": "bad", "algorithm": "cs-g-omp", "groups": DIABETES_GROUPS}
+    body.update(change)
+    response = batch_client.post("/v1/models", json=body)
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert named in response.text
+    assert batch_client.get("/v1/models/bad").status_code == 404
+
+
+def test_sizes_are_checked_at_creation(make_settings):
+    with TestClient(create_app(make_settings(max_model_bytes=1 << 20))) as client:
+        groups = [{"name": f"g{j}", "features": [f"f{j}_{i}" for i in range(50)], "cost": 1}
+                  for j in range(4)]
+        response = client.post("/v1/models", json={"name": "big", "algorithm": "cs-g-omp",
+                                                   "groups": groups})
+        assert response.status_code == 422
+        assert "FEATUREBUDGET_MAX_MODEL_BYTES" in response.text and "g0" in response.text
+
+
+BAD_EXAMPLES = [
+    ({"features": {"nope": {"age": 1.0}}, "target": 1.0}, "features.nope"),
+    ({"features": {"exam": {"weight": 1.0}}, "target": 1.0}, "features.exam.weight"),
+    ({"features": {"exam": {"bmi": 1.0}}}, "target"),
+    ({"features": {"exam": {"bmi": "1.0"}}, "target": 1.0}, "features.exam.bmi"),
+    ({"features": {"exam": {"bmi": True}}, "target": 1.0}, "features.exam.bmi"),
+    ({"features": {"exam": {"bmi": 1.0}}, "target": "x"}, "target"),
+    ({"indices": [10], "values": [1.0], "target": 1.0}, "indices"),
+    ({"features": {"exam": {"bmi": 1.0}}, "label": 1}, "target"),
+]
+
+
+@pytest.mark.parametrize(("bad", "field"), BAD_EXAMPLES)
+def test_bad_examples_are_refused_whole(batch_client, bad, field):
+    X, y = diabetes()
+    create_batch(batch_client)
+    good = named_examples(X, y, DIABETES_GROUPS, 0, 2)
+    response = batch_client.post("/v1/models/d/examples", json={"examples": [*good, bad]})
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["errors"][0]["item"] == 2 and field in problem["errors"][0]["field"]
+    assert batch_client.get("/v1/models/d").json()["log_end"] is None
+
+
+def test_state_errors_are_409_and_bad_predict_fields_are_422(batch_client):
+    X, y = diabetes()
+    create_batch(batch_client)
+    response = batch_client.post("/v1/models/d/retrain")
+    assert response.status_code == 409 and "needs at least 2" in response.json()["detail"]
+    response = batch_client.post("/v1/models/d/predict", json={
+        "examples": named_examples(X, None, DIABETES_GROUPS, 0, 1)})
+    assert response.status_code == 409 and "retrain" in response.json()["detail"]
+    post_named(batch_client, "d", X, y, 0, 100)
+    assert retrain(batch_client)["status"] == "succeeded"
+    rows = named_examples(X, None, DIABETES_GROUPS, 0, 1)
+    for body, field in [({"budget": -1}, "budget"), ({"budget": "x"}, "budget"),
+                        ({"computed_groups": ["nope"]}, "computed_groups"),
+                        ({"computed_groups": ["exam"], "budget": 3}, "budget"),
+                        ({"return_prediction_ids": True}, "return_prediction_ids")]:
+        response = batch_client.post("/v1/models/d/predict", json={"examples": rows, **body})
+        assert response.status_code == 422, (body, response.text)
+        assert response.json()["errors"][0]["field"] == field
+    assert batch_client.post("/v1/models/d/feedback", json={"prediction_id": "x",
+                                                            "label": 1}).status_code == 409
+    assert batch_client.get("/v1/models/d/features").status_code == 409
+    create = {"name": "o", "algorithm": "sofs", "n_features": 10, "budget": 2}
+    assert batch_client.post("/v1/models", json=create).status_code == 201
+    assert batch_client.post("/v1/models/o/retrain").status_code == 409
+    response = batch_client.post("/v1/models/o/predict", json={
+        "examples": [{"indices": [1], "values": [1.0]}], "budget": 2})
+    assert response.status_code == 422 and "batch models" in response.text
+
+
+def test_a_failing_fit_fails_the_job_and_keeps_the_served_version(batch_client):
+    X, y = diabetes()
+    labels = np.where(y > 140, 1, -1)
+    same = np.ones(len(y))  # a window of one class cannot train a classifier
+    create_batch(batch_client, algorithm="gbfs", task="classification",
+                 params={"n_estimators": 5, "window": {"kind": "newest", "size": 20}})
+    post_named(batch_client, "d", X, labels, 0, 100, field="label")
+    assert retrain(batch_client)["version"] == 1
+    post_named(batch_client, "d", X, same, 100, 200, field="label")
+    job = retrain(batch_client)
+    assert job["status"] == "failed" and "one class" in job["error"]
+    answer = batch_client.post("/v1/models/d/predict", json={
+        "examples": named_examples(X, None, DIABETES_GROUPS, 0, 2)}).json()
+    assert answer["version"] == 1 and set(answer["labels"]) <= {-1, 1}
+    assert len(answer["probabilities"]) == 2
