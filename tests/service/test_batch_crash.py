@@ -1,0 +1,213 @@
+"""SIGKILL the batch worker (a real `featurebudget worker` process on a real Redis) while
+examples stream in: after restart and drain the statistics and the reservoir window equal
+one uninterrupted pass over the log bit for bit; a retrain killed midway leaves the served
+version in place and is retried by the next worker."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import redis
+
+from algorithms.serialization import loads_state
+from service import wire
+from service.batch.fold_state import BatchFoldState
+from service.batch.ingest import parse_batch_entry
+from service.batch.spec import BatchLayout, split_params
+from service.schemas import ModelCreate
+from tests.service.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
+from tests.service.test_crash import free_port, wait_ready
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.slow, pytest.mark.redis]
+_RUNNING: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _kill_processes():
+    yield
+    while _RUNNING:
+        process = _RUNNING.pop()
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def environment(redis_url: str, tmp_path: Path) -> dict:
+    env = dict(os.environ, FEATUREBUDGET_REDIS_URL=redis_url,
+               FEATUREBUDGET_DATA_DIR=str(tmp_path / "data"),
+               FEATUREBUDGET_SNAPSHOT_EVERY_EXAMPLES="90",
+               FEATUREBUDGET_SNAPSHOT_EVERY_SECONDS="0.2",
+               FEATUREBUDGET_TRIM_LOG="false",  # the oracle re-reads the whole log
+               FEATUREBUDGET_CONSUMER_BLOCK_MS="20",
+               FEATUREBUDGET_MICROBATCH_MAX_ENTRIES="3",
+               FEATUREBUDGET_AUTOCLAIM_IDLE_MS="1",
+               FEATUREBUDGET_LEASE_SECONDS="1",
+               FEATUREBUDGET_JOB_POLL_SECONDS="0.05",
+               FEATUREBUDGET_VERSION_CHECK_SECONDS="0.2")
+    env.pop("FEATUREBUDGET_BATCH_WORKER", None)
+    return env
+
+
+def start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-m", "service.cli", *args], cwd=ROOT,
+                               env=env, stdout=open(log, "ab"),  # noqa: SIM115
+                               stderr=subprocess.STDOUT)
+    _RUNNING.append(process)
+    return process
+
+
+def start_api(env: dict, tmp_path: Path) -> tuple[str, subprocess.Popen]:
+    port = free_port()
+    process = start(["serve", "--port", str(port), "--log-level", "warning"], env,
+                    tmp_path / "api.log")
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, process)
+    return url, process
+
+
+def start_worker(env: dict, tmp_path: Path) -> subprocess.Popen:
+    return start(["worker", "--metrics-port", "0", "--log-level", "warning"], env,
+                 tmp_path / "worker.log")
+
+
+def kill(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
+def drain(url: str, timeout: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = httpx.get(f"{url}/v1/models/d", timeout=10).json()
+        if info["log_end"] and info["log_position"] == info["log_end"]:
+            return info
+        time.sleep(0.05)
+    raise AssertionError(f"not drained: {info}")
+
+
+def one_pass(redis_url: str, spec: ModelCreate) -> dict:
+    """The fold state of one uninterrupted pass over the model's whole log."""
+    client = redis.Redis.from_url(redis_url)
+    entries = client.xrange(wire.log_key("d"))
+    client.close()
+    state = BatchFoldState(spec.family, BatchLayout(spec), split_params(spec))
+    for entry_id, fields in entries:
+        batch = parse_batch_entry(fields, state.layout, spec.task)
+        state.apply_entry(entry_id.decode(), batch.X, batch.labels)
+    return state.state_dict()
+
+
+@pytest.mark.parametrize("algorithm, params", [
+    ("cs-g-omp", {}),
+    ("gbfs", {"window": {"kind": "reservoir", "size": 50, "seed": 5}, "n_estimators": 3}),
+])
+def test_killed_worker_loses_and_duplicates_nothing(redis_url, tmp_path, algorithm, params):
+    X, y = diabetes()
+    env = environment(redis_url, tmp_path)
+    url, _ = start_api(env, tmp_path)
+    body = {"name": "d", "algorithm": algorithm, "groups": DIABETES_GROUPS,
+            "params": {**NO_POLICY, **params}}
+    assert httpx.post(f"{url}/v1/models", json=body, timeout=30).status_code == 201
+    worker = start_worker(env, tmp_path)
+    rng = random.Random(7)
+    done = threading.Event()
+
+    def stream():
+        for start_row in range(0, 440, 8):
+            rows = named_examples(X, y, DIABETES_GROUPS, start_row, min(start_row + 8, 442))
+            response = httpx.post(f"{url}/v1/models/d/examples", json={"examples": rows},
+                                  timeout=30)
+            assert response.status_code == 202
+            time.sleep(0.01)
+        done.set()
+
+    thread = threading.Thread(target=stream)
+    thread.start()
+    kills = 0
+    while not done.is_set() or kills < 3:
+        time.sleep(rng.uniform(0.2, 0.8))
+        if kills < 3:
+            kill(worker)
+            kills += 1
+            worker = start_worker(env, tmp_path)
+    thread.join()
+    drain(url)
+    worker.send_signal(signal.SIGTERM)  # final snapshot of what it folded
+    worker.wait(timeout=60)
+    blob = redis.Redis.from_url(redis_url).hget(wire.snapshot_key("d"), b"state")
+    folded = loads_state(blob)
+    folded.pop("svc_model")
+    spec = ModelCreate(**body)
+    expected = one_pass(redis_url, spec)
+    assert folded["examples"] == 440
+    assert folded.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, np.ndarray):
+            assert folded[key].tobytes() == value.tobytes(), key
+        else:
+            assert folded[key] == value, key
+
+
+def test_retrain_killed_midway_keeps_serving_and_is_retried(redis_url, tmp_path):
+    X, y = diabetes()
+    env = environment(redis_url, tmp_path)
+    url, _ = start_api(env, tmp_path)
+    body = {"name": "d", "algorithm": "gbfs", "groups": DIABETES_GROUPS,
+            "params": {**NO_POLICY, "n_estimators": 3, "max_depth": 2}}
+    assert httpx.post(f"{url}/v1/models", json=body, timeout=30).status_code == 201
+    worker = start_worker(env, tmp_path)
+    rows = named_examples(X, y, DIABETES_GROUPS, 0, 300)
+    assert httpx.post(f"{url}/v1/models/d/examples?wait=true", json={"examples": rows},
+                      timeout=60).status_code == 202
+    job = httpx.post(f"{url}/v1/models/d/retrain", timeout=30).json()
+    wait_job(url, job["id"], "succeeded")
+    wait_served(url, 1)
+    # make the next fit slow, then kill the worker while it runs
+    client = redis.Redis.from_url(redis_url)
+    slow = dict(body, params={**body["params"], "n_estimators": 3000, "max_depth": 5})
+    client.hset(wire.MODELS_KEY, "d", ModelCreate(**slow).model_dump_json())
+    kill(worker)
+    worker = start_worker(env, tmp_path)
+    job = httpx.post(f"{url}/v1/models/d/retrain", timeout=30).json()
+    wait_job(url, job["id"], "running")
+    kill(worker)
+    predict = httpx.post(f"{url}/v1/models/d/predict", json={
+        "examples": named_examples(X, None, DIABETES_GROUPS, 0, 2)}, timeout=30)
+    assert predict.status_code == 200 and predict.json()["version"] == 1
+    client.hset(wire.MODELS_KEY, "d", ModelCreate(**body).model_dump_json())  # fast again
+    start_worker(env, tmp_path)
+    finished = wait_job(url, job["id"], "succeeded")
+    assert finished["attempts"] == 1 and finished["version"] == 2
+    wait_served(url, 2)
+    client.close()
+
+
+def wait_job(url: str, job_id: str, status: str, timeout: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = httpx.get(f"{url}/v1/models/d/jobs/{job_id}", timeout=10).json()
+        if job["status"] == status:
+            return job
+        assert job["status"] != "failed", job
+        time.sleep(0.02)
+    raise AssertionError(f"job never {status}: {job}")
+
+
+def wait_served(url: str, version: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if httpx.get(f"{url}/v1/models/d", timeout=10).json()["version"] == version:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"version {version} never served")
