@@ -41,6 +41,7 @@ class Settings(BaseSettings):
         "process; unset = yes on the embedded backend, no on Redis (run `featurebudget "
         "worker`)")
     job_poll_seconds: float = 0.25  # how often a batch fold looks for queued retrain jobs
+    job_progress_seconds: float = 0.5  # how often a running job's progress is stored
     versions_kept: int = 10  # newest artifact versions kept per batch model (and the current)
     version_check_seconds: float = 1.0  # API processes re-read current versions this often
 

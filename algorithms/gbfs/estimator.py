@@ -51,7 +51,7 @@ Early stopping (``n_estimators``) plays the paper's l1 term. Training: O(T (n d 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -244,8 +244,9 @@ class GBFS:
             raise ValueError(f"logistic loss needs 2 numeric classes, got {self.classes_}")
         return (y == self.classes_[1]).astype(np.float64)
 
-    def fit(self, X: Any, y: Any) -> GBFS:
-        """Boost ``n_estimators`` penalized trees on ``X`` (n, d), dense or CSR, and ``y``."""
+    def fit(self, X: Any, y: Any, *, progress: Callable[[float], None] | None = None) -> GBFS:
+        """Boost ``n_estimators`` penalized trees on ``X`` (n, d), dense or CSR, and ``y``.
+        ``progress(fraction)``, if given, is called after each tree with ``(t + 1) / T``."""
         X = _as_dense(X)
         n, d = X.shape
         indptr, members, group_of, costs = self._check_params(d)
@@ -290,6 +291,8 @@ class GBFS:
             _tree._add_tree_binned(codes, feature, threshold, value,
                                    float(self.learning_rate), scores)
             self.train_loss_[t] = losses.mean_loss(self.loss, target, scores)
+            if progress is not None:
+                progress((t + 1) / T)
         self.selected_features_, self.feature_entry_iteration_ = _first_uses(
             self.tree_feature_, np.arange(d))
         self.selected_groups_, self.group_entry_iteration_ = _first_uses(

@@ -246,7 +246,10 @@ class RelaxedNVSD:
         self.nvsd_params = nvsd_params
 
     def fit(self, X: np.ndarray, y: np.ndarray, *,
-            validation: tuple[np.ndarray, np.ndarray] | None = None) -> RelaxedNVSD:
+            validation: tuple[np.ndarray, np.ndarray] | None = None,
+            progress: Any = None) -> RelaxedNVSD:
+        """Fit as described in the class docstring; ``progress(fraction)``, if given, is
+        called after each tau path (fraction of the paths done)."""
         from .estimator import NVSD, _check_inputs
         from .path import nvsd_path
 
@@ -266,12 +269,14 @@ class RelaxedNVSD:
         problem = base.make_problem(X_fit)
         mus = self.mus if base.regularizer == "en" else (base.mu,)
         path = []
-        for nu in self.nus:
-            for mu in mus:
-                params = {**base.get_params(), "nu": nu, "mu": mu}
-                params.pop("tau")
-                path += nvsd_path(X_fit, y_fit, problem=problem, n_taus=self.n_taus,
-                                  ratio=self.ratio, **params)
+        grid = [(nu, mu) for nu in self.nus for mu in mus]
+        for done, (nu, mu) in enumerate(grid, start=1):
+            params = {**base.get_params(), "nu": nu, "mu": mu}
+            params.pop("tau")
+            path += nvsd_path(X_fit, y_fit, problem=problem, n_taus=self.n_taus,
+                              ratio=self.ratio, **params)
+            if progress is not None:
+                progress(done / len(grid))
         chosen = select_relaxed(path, X_fit, y_fit, X_val, y_val, alphas=self.alphas)
         source = path[chosen.path_index]
         self.support_, self.alpha_ = chosen.support, chosen.alpha

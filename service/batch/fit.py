@@ -85,16 +85,22 @@ def fit(family: str, algorithm: str, task: str, layout: BatchLayout, params: Bat
         raise FitError(f"needs at least 2 training examples, the window holds {len(y)}")
     if task == "classification" and len(np.unique(y)) < 2:
         raise FitError("the training window holds one class only; classification needs both")
-    progress(0.1)
+    progress(0.05)
+
+    def scaled(fraction: float) -> None:  # the fit itself is 5%..90% of the job
+        progress(0.05 + 0.85 * fraction)
+
     if family == "gbfs":
-        model = estimator.fit(X, y)
+        model = estimator.fit(X, y, progress=scaled)
         progress(0.9)
         return model, _gbfs_metrics(model, layout, task, X, y, validation)
     if params.estimator == "relaxed" and validation is not None:
-        model = estimator.fit(X, y, validation=validation)
-    else:
-        if params.estimator == "relaxed" and len(y) < 4:
+        model = estimator.fit(X, y, validation=validation, progress=scaled)
+    elif params.estimator == "relaxed":
+        if len(y) < 4:
             raise FitError(f"needs at least 4 training examples, the window holds {len(y)}")
+        model = estimator.fit(X, y, progress=scaled)
+    else:
         model = estimator.fit(X, y)
     progress(0.9)
     return model, _nvsd_metrics(model, X, y, validation)

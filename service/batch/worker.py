@@ -334,9 +334,16 @@ class BatchFold:
 
         outcome = "failed"
         try:
-            model, fit_metrics = await asyncio.to_thread(
+            fitting = asyncio.ensure_future(asyncio.to_thread(
                 fit, spec.family, spec.algorithm, spec.task, self.layout, self.params,
-                training, validation, progress)
+                training, validation, progress))
+            saved = job["progress"]
+            while not fitting.done():  # publish the progress while the fit runs
+                await asyncio.wait({fitting}, timeout=self.settings.job_progress_seconds)
+                if job["progress"] != saved and not fitting.done():
+                    saved = job["progress"]
+                    await self.save_job(job)
+            model, fit_metrics = fitting.result()
             job.update(examples_used=self.state_count(training),
                        validation_examples=self.state_count(validation),
                        trained_through=through)

@@ -409,3 +409,46 @@ def test_a_failing_fit_fails_the_job_and_keeps_the_served_version(batch_client):
         "examples": named_examples(X, None, DIABETES_GROUPS, 0, 2)}).json()
     assert answer["version"] == 1 and set(answer["labels"]) <= {-1, 1}
     assert len(answer["probabilities"]) == 2
+
+
+def test_long_fits_report_progress(make_settings):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((3000, 40))
+    y = X[:, :5].sum(axis=1) + rng.standard_normal(3000)
+    groups = [{"name": f"g{j}", "features": [f"f{10 * j + i}" for i in range(10)], "cost": 1}
+              for j in range(4)]
+    settings = make_settings(batch_worker=True, job_poll_seconds=0.05,
+                             job_progress_seconds=0.05)
+    with TestClient(create_app(settings)) as client:
+        create_batch(client, algorithm="gbfs", groups=groups,
+                     params={"n_estimators": 1500, "max_depth": 5, "learning_rate": 0.05})
+        payload = wire.encode_batch(np.arange(0, X.size + 1, 40), np.tile(np.arange(40), 3000),
+                                    X.ravel(), y, targets=True)
+        assert client.post("/v1/models/d/examples?wait=true", content=payload, headers={
+            "content-type": "application/octet-stream"}).status_code == 202
+        job_id = client.post("/v1/models/d/retrain").json()["id"]
+        seen = set()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            job = client.get(f"/v1/models/d/jobs/{job_id}").json()
+            if job["status"] == "running":
+                seen.add(job["progress"])
+            if job["status"] in ("succeeded", "failed"):
+                break
+            time.sleep(0.02)
+        assert job["status"] == "succeeded" and job["progress"] == 1.0
+        assert len([p for p in seen if 0.05 < p < 0.9]) >= 2, seen
+        assert job["duration_seconds"] > 0 and job["examples_used"] > 2000
+
+
+def test_retrain_policy_publishes_every_n_examples(batch_client):
+    X, y = diabetes()
+    create_batch(batch_client, params={"retrain_every_examples": 100})
+    post_named(batch_client, "d", X, y, 0, 60)
+    time.sleep(0.3)
+    assert batch_client.get("/v1/models/d").json()["version"] is None
+    post_named(batch_client, "d", X, y, 60, 120)
+    wait_version(batch_client, "d", 1)
+    jobs = batch_client.get("/v1/models/d/jobs").json()["jobs"]
+    assert [j["trigger"] for j in jobs] == ["policy"]
+    assert jobs[0]["trained_through"] is not None
