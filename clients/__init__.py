@@ -4,13 +4,18 @@ producer (compact binary entries) and the bulk libsvm loader."""
 from clients.http import (
     Accepted,
     AsyncFeaturebudgetClient,
+    BudgetedPrediction,
     FeaturebudgetClient,
     Feedback,
+    Job,
     ModelInfo,
+    NextStep,
     Prediction,
     ServiceError,
+    Versions,
 )
 from clients.stream import StreamProducer
 
-__all__ = ["Accepted", "AsyncFeaturebudgetClient", "FeaturebudgetClient", "Feedback",
-           "ModelInfo", "Prediction", "ServiceError", "StreamProducer"]
+__all__ = ["Accepted", "AsyncFeaturebudgetClient", "BudgetedPrediction", "FeaturebudgetClient",
+           "Feedback", "Job", "ModelInfo", "NextStep", "Prediction", "ServiceError",
+           "StreamProducer", "Versions"]

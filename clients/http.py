@@ -4,10 +4,26 @@
 ...     client.create_model("spam", algorithm="sofs", n_features=2**20, budget=500)
 ...     client.post_examples("spam", [{"indices": [3, 17], "values": [1.0, 0.5], "label": 1}])
 ...     client.predict("spam", [{"indices": [3], "values": [1.0]}]).labels
+
+Batch models (named feature groups with costs; retrained into immutable versions):
+
+>>> with FeaturebudgetClient("http://127.0.0.1:8000") as client:   # doctest: +SKIP
+...     client.create_batch_model("house", algorithm="cs-g-omp",
+...                               groups=[("size", ["rooms", "area"], 1.0),
+...                                       ("survey", ["quality"], 20.0)])
+...     client.post_examples("house", [{"features": {"size": {"rooms": 3, "area": 80}},
+...                                     "target": 1.5}], wait=True)
+...     job = client.wait_for_job("house", client.retrain("house").id)
+...     client.predict_batch("house", [{"features": {"size": {"rooms": 4, "area": 95}}}],
+...                          budget=5.0).next_group
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,16 +81,134 @@ class ModelInfo:
     log_position: str | None
     log_end: str | None
     progressive_accuracy: float | None
-    n_selected: int
+    n_selected: int | None
     selected_features: list[dict[str, Any]] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    # batch models only (None for online models); the online-only fields above are None
+    # for batch models
+    family: str | None = None
+    task: str | None = None
+    groups: list[dict[str, Any]] | None = None
+    version: int | None = None
+    version_created_at: float | None = None
+    trained_through: str | None = None
+    train_examples: int | None = None
+    validation_examples: int | None = None
+
+    _FIELDS = ("name", "algorithm", "params", "budget", "n_features", "hash_bits",
+               "examples_applied", "log_position", "log_end", "progressive_accuracy",
+               "n_selected", "selected_features", "family", "task", "groups", "version",
+               "version_created_at", "trained_through", "train_examples",
+               "validation_examples")
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ModelInfo:
-        names = ("name", "algorithm", "params", "budget", "n_features", "hash_bits",
-                 "examples_applied", "log_position", "log_end", "progressive_accuracy",
-                 "n_selected", "selected_features")
+        return cls(**{k: data.get(k) for k in cls._FIELDS}, raw=data)
+
+    @property
+    def is_batch(self) -> bool:
+        return self.family is not None and self.family != "online"
+
+
+@dataclass
+class BudgetedPrediction:
+    """``POST /predict`` of a batch model. ``predictions`` (and ``labels`` /
+    ``probabilities`` of classification) have one entry per example; ``groups_used``,
+    ``cost``, ``expected_explained_variance`` and ``next_group`` are single values when every
+    example had the same computed set, else per-example lists. ``next_group`` is
+    ``{"name", "cost", "expected_gain"}`` or None; family-specific extras
+    (``expected_on``, ``trees_used``, ``expected_rmse``, ...) are in ``raw``."""
+
+    model: str
+    version: int
+    predictions: list[float]
+    groups_used: list[str] | list[list[str]]
+    cost: float | list[float]
+    expected_explained_variance: float | None | list[float | None]
+    next_group: dict[str, Any] | None | list[dict[str, Any] | None]
+    labels: list[int] | None = None
+    probabilities: list[float] | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BudgetedPrediction:
+        names = ("model", "version", "predictions", "groups_used", "cost",
+                 "expected_explained_variance", "next_group", "labels", "probabilities")
         return cls(**{k: data.get(k) for k in names}, raw=data)
+
+
+@dataclass
+class NextStep:
+    """``POST /next``: the computed set (normalized), its cost and the group to compute
+    next (``{"name", "cost", "expected_gain"}``, or None when none is left / affordable)."""
+
+    model: str
+    version: int
+    computed_groups: list[str]
+    cost: float
+    next_group: dict[str, Any] | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NextStep:
+        return cls(**{k: data.get(k) for k in ("model", "version", "computed_groups", "cost",
+                                               "next_group")})
+
+
+@dataclass
+class Job:
+    """A retrain job; ``status`` is queued, running, succeeded or failed."""
+
+    id: str
+    status: str
+    progress: float
+    examples_used: int | None = None
+    validation_examples: int | None = None
+    trained_through: str | None = None
+    duration_seconds: float | None = None
+    error: str | None = None
+    version: int | None = None
+    trigger: str | None = None
+    created_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    _FIELDS = ("id", "status", "progress", "examples_used", "validation_examples",
+               "trained_through", "duration_seconds", "error", "version", "trigger",
+               "created_at", "started_at", "finished_at")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Job:
+        job = cls(**{k: data.get(k) for k in cls._FIELDS}, raw=data)
+        job.progress = float(job.progress or 0.0)
+        return job
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("succeeded", "failed")
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+
+@dataclass
+class Versions:
+    """``GET /versions``: the current version and every stored one's metadata (newest
+    first; each with ``version``, ``created_at``, ``examples_used``, ``current``...)."""
+
+    model: str
+    current: int | None
+    versions: list[dict[str, Any]]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Versions:
+        return cls(model=data.get("model"), current=data.get("current"),
+                   versions=data.get("versions") or [])
+
+
+GroupLike = dict[str, Any] | Sequence[Any]
+ProgressCallback = Callable[[Job], Any]
 
 
 def _check(response: httpx.Response) -> httpx.Response:
@@ -99,6 +233,42 @@ def _create_body(name, algorithm, n_features, hash_bits, budget, params, zero_ba
     if hash_bits is not None:
         body["hash_bits"] = hash_bits
     return body
+
+
+def _group_body(group: GroupLike) -> dict[str, Any]:
+    if isinstance(group, dict):
+        return dict(group)
+    if isinstance(group, str) or len(group) != 3:
+        raise ValueError(f"a group is a dict {{name, features, cost}} or a (name, features, "
+                         f"cost) tuple, got {group!r}")
+    name, features, cost = group
+    return {"name": name, "features": list(features), "cost": cost}
+
+
+def _batch_create_body(name, algorithm, groups, task, params):
+    return {"name": name, "algorithm": algorithm, "task": task, "params": params or {},
+            "groups": [_group_body(g) for g in groups]}
+
+
+def _predict_batch_body(examples, computed_groups, budget):
+    body: dict[str, Any] = {"examples": examples}
+    if computed_groups is not None:
+        body["computed_groups"] = list(computed_groups)
+    if budget is not None:
+        body["budget"] = budget
+    return body
+
+
+def _next_body(computed_groups, budget):
+    body: dict[str, Any] = {"computed_groups": list(computed_groups)}
+    if budget is not None:
+        body["budget"] = budget
+    return body
+
+
+def _job_timeout(name: str, job: Job, timeout: float) -> TimeoutError:
+    return TimeoutError(f"retrain job {job.id} of model {name!r} is still {job.status} "
+                        f"(progress {job.progress:.0%}) after {timeout} s")
 
 
 class FeaturebudgetClient:
@@ -182,6 +352,70 @@ class FeaturebudgetClient:
 
     def deadletters(self, name: str) -> list[dict[str, Any]]:
         return _check(self.http.get(f"/v1/models/{name}/deadletters")).json()["entries"]
+
+    # ------------------------------------------------------------------ batch models
+    def create_batch_model(self, name: str, *, algorithm: str, groups: Iterable[GroupLike],
+                           task: str = "regression",
+                           params: dict[str, Any] | None = None) -> ModelInfo:
+        """A batch model over ``groups``: dicts ``{name, features, cost}`` or
+        ``(name, features, cost)`` tuples."""
+        body = _batch_create_body(name, algorithm, groups, task, params)
+        return ModelInfo.from_json(_check(self.http.post("/v1/models", json=body)).json())
+
+    def predict_batch(self, name: str, examples: list[Example], *,
+                      computed_groups: Iterable[str] | None = None,
+                      budget: float | None = None) -> BudgetedPrediction:
+        """Predictions of the served version with exactly ``computed_groups``, the trained
+        prefix within ``budget``, or (neither) the groups present in each example."""
+        body = _predict_batch_body(examples, computed_groups, budget)
+        return BudgetedPrediction.from_json(
+            _check(self.http.post(f"/v1/models/{name}/predict", json=body)).json())
+
+    def next_group(self, name: str, computed_groups: Iterable[str] = (),
+                   budget: float | None = None) -> NextStep:
+        body = _next_body(computed_groups, budget)
+        return NextStep.from_json(_check(self.http.post(f"/v1/models/{name}/next",
+                                                        json=body)).json())
+
+    def sequence(self, name: str) -> dict[str, Any]:
+        """The served version's trained sequence: ``prefixes`` with cost, cumulative cost and
+        the family's train / validation figures."""
+        return _check(self.http.get(f"/v1/models/{name}/sequence")).json()
+
+    def retrain(self, name: str) -> Job:
+        return Job.from_json(_check(self.http.post(f"/v1/models/{name}/retrain")).json())
+
+    def job(self, name: str, job_id: str) -> Job:
+        return Job.from_json(_check(self.http.get(f"/v1/models/{name}/jobs/{job_id}")).json())
+
+    def jobs(self, name: str) -> list[Job]:
+        data = _check(self.http.get(f"/v1/models/{name}/jobs")).json()
+        return [Job.from_json(j) for j in data["jobs"]]
+
+    def wait_for_job(self, name: str, job_id: str, *, timeout: float = 600.0,
+                     poll: float = 0.2, on_progress: ProgressCallback | None = None) -> Job:
+        """Poll until the job succeeded or failed and return it (check ``job.status``);
+        ``on_progress(job)`` is called after every poll. TimeoutError after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(name, job_id)
+            if on_progress is not None:
+                on_progress(job)
+            if job.done:
+                return job
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _job_timeout(name, job, timeout)
+            time.sleep(min(poll, remaining))
+
+    def versions(self, name: str) -> Versions:
+        return Versions.from_json(_check(self.http.get(f"/v1/models/{name}/versions")).json())
+
+    def rollback(self, name: str, version: int) -> dict[str, Any]:
+        """Make stored ``version`` current: ``{"model", "current"}``; ServiceError 409 when it
+        never existed or was pruned."""
+        return _check(self.http.post(f"/v1/models/{name}/rollback",
+                                     json={"version": version})).json()
 
     def healthz(self) -> dict[str, Any]:
         return _check(self.http.get("/healthz")).json()
@@ -277,6 +511,66 @@ class AsyncFeaturebudgetClient:
 
     async def deadletters(self, name: str) -> list[dict[str, Any]]:
         return _check(await self.http.get(f"/v1/models/{name}/deadletters")).json()["entries"]
+
+    # ------------------------------------------------------------------ batch models
+    async def create_batch_model(self, name: str, *, algorithm: str,
+                                 groups: Iterable[GroupLike], task: str = "regression",
+                                 params: dict[str, Any] | None = None) -> ModelInfo:
+        body = _batch_create_body(name, algorithm, groups, task, params)
+        return ModelInfo.from_json(_check(await self.http.post("/v1/models", json=body)).json())
+
+    async def predict_batch(self, name: str, examples: list[Example], *,
+                            computed_groups: Iterable[str] | None = None,
+                            budget: float | None = None) -> BudgetedPrediction:
+        body = _predict_batch_body(examples, computed_groups, budget)
+        return BudgetedPrediction.from_json(
+            _check(await self.http.post(f"/v1/models/{name}/predict", json=body)).json())
+
+    async def next_group(self, name: str, computed_groups: Iterable[str] = (),
+                         budget: float | None = None) -> NextStep:
+        body = _next_body(computed_groups, budget)
+        return NextStep.from_json(_check(await self.http.post(f"/v1/models/{name}/next",
+                                                              json=body)).json())
+
+    async def sequence(self, name: str) -> dict[str, Any]:
+        return _check(await self.http.get(f"/v1/models/{name}/sequence")).json()
+
+    async def retrain(self, name: str) -> Job:
+        return Job.from_json(_check(await self.http.post(f"/v1/models/{name}/retrain")).json())
+
+    async def job(self, name: str, job_id: str) -> Job:
+        return Job.from_json(_check(await self.http.get(
+            f"/v1/models/{name}/jobs/{job_id}")).json())
+
+    async def jobs(self, name: str) -> list[Job]:
+        data = _check(await self.http.get(f"/v1/models/{name}/jobs")).json()
+        return [Job.from_json(j) for j in data["jobs"]]
+
+    async def wait_for_job(self, name: str, job_id: str, *, timeout: float = 600.0,
+                           poll: float = 0.2,
+                           on_progress: ProgressCallback | None = None) -> Job:
+        """As the sync ``wait_for_job``; ``on_progress`` may be a coroutine function."""
+        deadline = time.monotonic() + timeout
+        while True:
+            job = await self.job(name, job_id)
+            if on_progress is not None:
+                outcome = on_progress(job)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            if job.done:
+                return job
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _job_timeout(name, job, timeout)
+            await asyncio.sleep(min(poll, remaining))
+
+    async def versions(self, name: str) -> Versions:
+        return Versions.from_json(_check(await self.http.get(
+            f"/v1/models/{name}/versions")).json())
+
+    async def rollback(self, name: str, version: int) -> dict[str, Any]:
+        return _check(await self.http.post(f"/v1/models/{name}/rollback",
+                                           json={"version": version})).json()
 
     async def healthz(self) -> dict[str, Any]:
         return _check(await self.http.get("/healthz")).json()

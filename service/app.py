@@ -122,7 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.key_roles = settings.key_roles()
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     for router in (models.router, examples.router, batch.router, snapshots.router,
-                   health.router):
+                   health.router, batch.ui):
         app.include_router(router)
 
     @app.exception_handler(ServiceError)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import orjson
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse
 
 from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
 from service.batch.host import BatchHost
+from service.batch.page import models_page, sequence_page
 from service.errors import ConflictError, MalformedBodyError, item_error
 from service.schemas import RollbackRequest
 
@@ -69,3 +71,24 @@ async def sequence(model: str, manager: Manager) -> Response:
     served = manager.batch.served(host)
     payload = {"model": host.name, **served.sequence()}
     return Response(orjson.dumps(payload), media_type="application/json")
+
+
+@router.get("/sequence.html", response_class=HTMLResponse, dependencies=[ReadAccess])
+async def sequence_html(model: str, manager: Manager) -> HTMLResponse:
+    """The anytime curve and the sequence of the served version, as a page."""
+    host = await _batch_host(manager, model)
+    served = manager.batch.served(host)
+    return HTMLResponse(sequence_page(host.name, host.family, host.spec.task,
+                                      served.sequence()))
+
+
+ui = APIRouter(tags=["pages"])
+
+
+@ui.get("/ui", response_class=HTMLResponse, dependencies=[ReadAccess])
+async def models_ui(manager: Manager) -> HTMLResponse:
+    """Every model, with a link to each batch model's curve."""
+    hosts = [*manager.hosts.values(), *manager.batch.hosts.values()]
+    models = [await manager.describe(h, features=False) for h in sorted(hosts,
+                                                                         key=lambda h: h.name)]
+    return HTMLResponse(models_page(models))
