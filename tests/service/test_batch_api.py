@@ -452,3 +452,34 @@ def test_retrain_policy_publishes_every_n_examples(batch_client):
     jobs = batch_client.get("/v1/models/d/jobs").json()["jobs"]
     assert [j["trigger"] for j in jobs] == ["policy"]
     assert jobs[0]["trained_through"] is not None
+
+
+def test_snapshot_export_import_round_trip_and_bad_blobs_change_nothing(batch_client):
+    X, y = diabetes()
+    create_batch(batch_client)
+    post_named(batch_client, "d", X, y, 0, 300)
+    assert retrain(batch_client)["version"] == 1
+    blob = batch_client.get("/v1/models/d/snapshot").content
+    create_batch(batch_client, name="e")
+    rows = named_examples(X, None, DIABETES_GROUPS, 300, 310)
+    before = batch_client.get("/v1/models/e").json()
+    for bad in (b"not a snapshot", blob[: len(blob) // 2]):
+        response = batch_client.put("/v1/models/e/snapshot", content=bad)
+        assert response.status_code == 422, response.text
+    other = {"name": "o", "algorithm": "gbfs", "groups": DIABETES_GROUPS}
+    assert batch_client.post("/v1/models", json=other).status_code == 201
+    assert batch_client.put("/v1/models/o/snapshot", content=blob).status_code == 422
+    after = batch_client.get("/v1/models/e").json()
+    assert after["examples_applied"] == before["examples_applied"] == 0
+    assert after["version"] is None
+    response = batch_client.put("/v1/models/e/snapshot", content=blob)
+    assert response.status_code == 200, response.text
+    assert response.json()["examples_applied"] == 300 and response.json()["version"] == 1
+    original = batch_client.post("/v1/models/d/predict", json={"examples": rows}).json()
+    restored = batch_client.post("/v1/models/e/predict", json={"examples": rows}).json()
+    assert restored["predictions"] == original["predictions"]
+    # the restored statistics keep folding: a retrain includes new examples
+    post_named(batch_client, "e", X, y, 300, 400)
+    job = retrain(batch_client, "e")
+    assert job["status"] == "succeeded" and job["version"] == 2
+    assert job["examples_used"] + job["validation_examples"] == 400
