@@ -92,6 +92,10 @@ class ModelFold:
             except asyncio.CancelledError:
                 raise
             except Exception:  # keep folding after transient storage errors
+                with contextlib.suppress(Exception):  # deleted meanwhile: end, and never
+                    if self.host.name not in await self.storage.load_models():  # recreate
+                        self.host.owner = False  # its stream
+                        return
                 log.exception("fold of model %s failed; retrying", self.host.name)
                 self._drop_prefetch()
                 self.reader = None  # re-position after the applied id: nothing is skipped

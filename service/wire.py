@@ -16,6 +16,7 @@ Redis keys (``{m}`` is the model name, which is also the Redis Cluster hash tag)
     featurebudget:{m}:status      batch models: the fold's counters (JSON), for every process
     featurebudget:models          hash: model name -> model config (JSON)
     featurebudget:versions        pub/sub channel: "<model> <version>" on every publish
+    featurebudget:jobs            pub/sub channel: "<model>" when a retrain job is queued
 
 A stream entry has a field ``data`` and an optional field ``fmt``:
 
@@ -57,6 +58,7 @@ HEADER_BYTES = _HEADER.size
 KEY_PREFIX = "featurebudget"
 MODELS_KEY = f"{KEY_PREFIX}:models"
 VERSIONS_CHANNEL = f"{KEY_PREFIX}:versions"
+JOBS_CHANNEL = f"{KEY_PREFIX}:jobs"
 CONSUMER_GROUP = "featurebudget-learners"
 FLAG_TARGETS = 1
 

@@ -8,7 +8,9 @@ first pass did.
 
 Entries are folded one at a time, in log order (``apply_entry``): statistics are merged per
 entry and windows updated per example, so the state after a replay equals the state of one
-uninterrupted pass bit for bit, however the entries were grouped into reads.
+uninterrupted pass bit for bit, however the entries were grouped into reads. (An entry whose
+non-zeros fill at least a quarter of its rows x D is folded as a dense array, through BLAS;
+the choice depends on the entry alone, so a replay makes the same one.)
 
 Windows: ``newest`` keeps the last N examples (a ring); ``reservoir`` keeps a uniform sample
 of N (Vitter's algorithm R) where the t-th example offered (t >= N) replaces slot
@@ -30,6 +32,7 @@ from algorithms.sparse import CSRBatch
 from service.batch.spec import BatchLayout, BatchParams, Window, validation_size
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+DENSE_FRACTION = 0.25  # entries at least this dense update the statistics as dense arrays
 KIND = "featurebudget-batch-fold"
 
 
@@ -161,7 +164,11 @@ class BatchFoldState:
 
     def _add(self, part, matrix: sp.csr_matrix, y: np.ndarray) -> None:
         if self.family == "anytime":
-            part.update(matrix, y)
+            m, D = matrix.shape
+            if matrix.nnz >= DENSE_FRACTION * m * D:  # dense rows: the BLAS path, centred
+                part.update(matrix.toarray(), y)
+            else:
+                part.update(matrix, y)
         else:
             part.offer(matrix, y)
 

@@ -67,6 +67,8 @@ class BatchModels:
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
+        if self.worker is not None:  # the folds are added with their hosts
+            await self.worker.start(follow=False)
         self._tasks = [asyncio.create_task(self._watch_events()),
                        asyncio.create_task(self._check_versions())]
 
@@ -169,9 +171,7 @@ class BatchModels:
                 "post examples first")
         job = new_job("request", log_end)
         await self.storage.save_job(host.name, job["id"], json.dumps(job).encode())
-        fold = self.fold(host.name)
-        if fold is not None:
-            fold.wake.set()
+        await self.storage.notify_job(host.name)
         return job
 
     async def jobs(self, host: BatchHost) -> list[dict[str, Any]]:

@@ -9,7 +9,8 @@ online fold, :mod:`service.consumer`; always on the embedded backend). It
    :meth:`~service.batch.fold_state.BatchFoldState.apply_entry` each (malformed entries go
    to the dead letters); acks; publishes the applied position and the fold's counters;
 2. every N examples / T seconds writes a fenced snapshot and trims the log below it;
-3. runs retrain jobs one at a time as a separate task (the fold keeps folding meanwhile):
+3. runs retrain jobs one at a time in a task of their own (the fold keeps folding meanwhile),
+   woken by a job notification (Redis pub/sub, or in-process) or a periodic check:
    a job waits until the fold has applied the log as far as it was when the job was
    requested, fits a copy of the state in a worker thread, and publishes an immutable
    version (fenced by the lease) that becomes current; the newest ``versions_kept`` stay.
@@ -76,9 +77,10 @@ class BatchFold:
         self.last_retrain_examples = 0
         self.last_retrain_time = time.monotonic()
         self.last_lease = 0.0
-        self.last_job_poll = 0.0
         self.job_task: asyncio.Task | None = None
         self.task: asyncio.Task | None = None
+        self.jobs_loop: asyncio.Task | None = None
+        self.jobs_waiting = False  # a queued job waits for the fold to reach its position
         self._stop = asyncio.Event()
         self._applied = asyncio.Event()
         self.wake = asyncio.Event()  # set when a job was requested in this process
@@ -89,13 +91,15 @@ class BatchFold:
 
     def start(self) -> None:
         self.task = asyncio.create_task(self.run(), name=f"batch-fold:{self.name}")
+        self.jobs_loop = asyncio.create_task(self.run_jobs(), name=f"batch-jobs:{self.name}")
 
     async def stop(self, *, final_snapshot: bool = True) -> None:
         self._stop.set()
         self.wake.set()
-        if self.task is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(self.task, 10)
+        for task in (self.task, self.jobs_loop):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(task, 10)
         if self.job_task is not None and not self.job_task.done():
             self.job_task.cancel()  # a job cut short is retried by the next owner
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -115,9 +119,36 @@ class BatchFold:
             except asyncio.CancelledError:
                 raise
             except Exception:  # keep folding after transient storage errors
+                if await self._deleted():
+                    return
                 log.exception("batch fold of model %s failed; retrying", self.name)
                 self.reader = None
                 await asyncio.sleep(1.0)
+
+    async def _deleted(self) -> bool:
+        """Whether the model was deleted meanwhile (then this fold ends, and never creates
+        its stream again)."""
+        with contextlib.suppress(Exception):
+            if self.name not in await self.storage.load_models():
+                self._stop.set()
+                self.owner = False
+                return True
+        return False
+
+    async def run_jobs(self) -> None:
+        """Start queued jobs (one at a time) when woken or every ``job_poll_seconds``."""
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.settings.job_poll_seconds)
+            self.wake.clear()
+            if self._stop.is_set() or not self.owner:
+                continue
+            try:
+                await self._jobs_step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("jobs of model %s: check failed; retrying", self.name)
 
     # ------------------------------------------------------------------ fold
     async def hold_lease(self) -> bool:
@@ -171,16 +202,14 @@ class BatchFold:
             self.reader = self.storage.reader(self.name, self.process_id)
             await self.reader.start(self.state.applied_id)
             await self.reader.reclaim(self.state.applied_id)
-        block = settings.consumer_block_ms if self.job_task is None or self.job_task.done() \
-            else min(settings.consumer_block_ms, 100)
-        entries = await self.reader.read(settings.microbatch_max_entries, block)
+        entries = await self.reader.read(settings.microbatch_max_entries,
+                                         settings.consumer_block_ms)
         if entries:
             await self._apply(entries)
         if self.since_snapshot >= settings.snapshot_every_examples or (
                 self.state.applied_id != self.snapshot_id and
                 time.monotonic() - self.last_snapshot_time >= settings.snapshot_every_seconds):
             await self.snapshot()
-        await self._jobs_step()
 
     async def _apply(self, entries: list[LogEntry]) -> None:
         started = time.perf_counter()
@@ -201,6 +230,8 @@ class BatchFold:
         await self._publish_status()
         event, self._applied = self._applied, asyncio.Event()
         event.set()
+        if self.jobs_waiting or self._policy_due(time.monotonic()):
+            self.wake.set()
 
     def _apply_entries(self, entries: list[LogEntry]) -> tuple[int, list]:
         """Worker thread: parse and fold entries in log order, each exactly once."""
@@ -287,11 +318,6 @@ class BatchFold:
         if self.job_task is not None and not self.job_task.done():
             return
         now = time.monotonic()
-        if not self.wake.is_set() and now - self.last_job_poll < self.settings.job_poll_seconds:
-            if not self._policy_due(now):
-                return
-        self.wake.clear()
-        self.last_job_poll = now
         jobs = await self.jobs()
         queued = sorted((j for j in jobs.values() if j["status"] == "queued"),
                         key=lambda j: j["created_at"])
@@ -300,11 +326,14 @@ class BatchFold:
             await self.save_job(job)
             queued = [job]
         applied = id_key(self.state.applied_id)
+        self.jobs_waiting = False
         for job in queued:
             if id_key(job.get("requested_through")) <= applied:
                 self.job_task = asyncio.create_task(self._run_job(job),
                                                     name=f"retrain:{self.name}")
+                self.job_task.add_done_callback(lambda _: self.wake.set())  # next one
                 break
+            self.jobs_waiting = True
         if len(jobs) > JOBS_KEPT:
             done = sorted((j for j in jobs.values() if j["status"] in ("succeeded", "failed")),
                           key=lambda j: j["created_at"])
@@ -414,13 +443,28 @@ class BatchWorker:
         self.process_id = process_id
         self.folds: dict[str, BatchFold] = {}
         self._refresh: asyncio.Task | None = None
+        self._job_events: asyncio.Task | None = None
 
     async def start(self, *, follow: bool) -> None:
         """Fold every stored batch model; with ``follow``, pick up models created or deleted
         by other processes (every 2 s)."""
         await self._sync()
+        self._job_events = asyncio.create_task(self._wake_on_jobs())
         if follow:
             self._refresh = asyncio.create_task(self._follow())
+
+    async def _wake_on_jobs(self) -> None:
+        """Job notifications wake the model's job loop (the periodic check covers gaps)."""
+        while True:
+            try:
+                async for model in self.storage.job_events():
+                    fold = self.folds.get(model)
+                    if fold is not None:
+                        fold.wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                await asyncio.sleep(1.0)
 
     async def _sync(self) -> None:
         stored = {name: ModelSpec.model_validate_json(raw)
@@ -449,10 +493,11 @@ class BatchWorker:
             await fold.stop(final_snapshot=False)
 
     async def stop(self) -> None:
-        if self._refresh is not None:
-            self._refresh.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._refresh
+        for task in (self._refresh, self._job_events):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         await asyncio.gather(*(fold.stop() for fold in self.folds.values()),
                              return_exceptions=True)
         self.folds.clear()

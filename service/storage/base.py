@@ -167,6 +167,14 @@ class Storage(abc.ABC):
         """Async iterator of ``(model, version)`` for every publish or rollback."""
 
     @abc.abstractmethod
+    async def notify_job(self, model: str) -> None:
+        """Tell the processes that fold ``model`` that a job was queued."""
+
+    @abc.abstractmethod
+    def job_events(self):
+        """Async iterator of model names, one per :meth:`notify_job`."""
+
+    @abc.abstractmethod
     async def save_job(self, model: str, job_id: str, record: bytes) -> None: ...
 
     @abc.abstractmethod

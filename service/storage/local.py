@@ -230,6 +230,7 @@ class LocalStorage(Storage):
         self._lock_handle = None
         self._status: dict[str, bytes] = {}
         self._listeners: list[asyncio.Queue] = []
+        self._job_listeners: list[asyncio.Queue] = []
 
     async def open(self) -> None:
         (self.root / "models").mkdir(parents=True, exist_ok=True)
@@ -420,6 +421,19 @@ class LocalStorage(Storage):
                 yield await queue.get()
         finally:
             self._listeners.remove(queue)
+
+    async def notify_job(self, model: str) -> None:
+        for queue in self._job_listeners:
+            queue.put_nowait(model)
+
+    async def job_events(self):
+        queue: asyncio.Queue = asyncio.Queue()
+        self._job_listeners.append(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._job_listeners.remove(queue)
 
     def _jobs_path(self, model: str) -> Path:
         return self._dir(model) / "jobs.json"

@@ -421,6 +421,19 @@ class RedisStorage(Storage):
         finally:
             await pubsub.aclose()
 
+    async def notify_job(self, model: str) -> None:
+        await self.client.publish(wire.JOBS_CHANNEL, model)
+
+    async def job_events(self):
+        pubsub = self.client.pubsub()
+        await pubsub.subscribe(wire.JOBS_CHANNEL)
+        try:
+            async for message in pubsub.listen():
+                if message.get("type") == "message":
+                    yield _text(message["data"])
+        finally:
+            await pubsub.aclose()
+
     async def save_job(self, model: str, job_id: str, record: bytes) -> None:
         await self.client.hset(wire.jobs_key(model), job_id, record)
 

@@ -211,3 +211,23 @@ def wait_served(url: str, version: int, timeout: float = 10.0) -> None:
             return
         time.sleep(0.02)
     raise AssertionError(f"version {version} never served")
+
+
+def test_deleting_a_model_leaves_no_key_behind(redis_url, tmp_path):
+    X, y = diabetes()
+    env = environment(redis_url, tmp_path)
+    url, _ = start_api(env, tmp_path)
+    body = {"name": "d", "algorithm": "cs-g-omp", "groups": DIABETES_GROUPS,
+            "params": NO_POLICY}
+    assert httpx.post(f"{url}/v1/models", json=body, timeout=30).status_code == 201
+    worker = start_worker(env, tmp_path)
+    rows = named_examples(X, y, DIABETES_GROUPS, 0, 200)
+    assert httpx.post(f"{url}/v1/models/d/examples?wait=true", json={"examples": rows},
+                      timeout=60).status_code == 202
+    assert httpx.delete(f"{url}/v1/models/d", timeout=30).status_code == 204
+    time.sleep(3.0)  # longer than the worker's model sync
+    client = redis.Redis.from_url(redis_url)
+    assert [k for k in client.keys("*") if b"{d}" in k] == []
+    assert worker.poll() is None
+    assert httpx.get(f"{url}/v1/models/d", timeout=10).status_code == 404
+    client.close()
