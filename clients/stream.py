@@ -6,6 +6,9 @@ Examples are buffered and written ``batch_size`` per stream entry (one ``XADD`` 
 >>> producer = StreamProducer("redis://127.0.0.1:6379/0", "spam")   # doctest: +SKIP
 >>> producer.add_batch(indptr, indices, values, labels)              # doctest: +SKIP
 >>> producer.flush()                                                 # doctest: +SKIP
+
+For a batch regression model pass ``targets=True``: labels are then float64 targets (the
+FBX1 targets flag), indices index the concatenation of the model's groups' features.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ class StreamProducer:
     """Buffered producer of binary entries on ``featurebudget:{model}:examples``."""
 
     def __init__(self, redis_url_or_client, model: str, *, batch_size: int = 100,
-                 value_bytes: int = 4, pipeline_entries: int = 32) -> None:
+                 value_bytes: int = 4, pipeline_entries: int = 32,
+                 targets: bool = False) -> None:
         if isinstance(redis_url_or_client, str):
             import redis
 
@@ -30,14 +34,16 @@ class StreamProducer:
         self.batch_size = int(batch_size)
         self.value_bytes = value_bytes
         self.pipeline_entries = pipeline_entries
-        self._rows: list[tuple[np.ndarray, np.ndarray, int]] = []
+        self.targets = targets
+        self._rows: list[tuple[np.ndarray, np.ndarray, float]] = []
         self._pending: list[bytes] = []
         self.ids: list[str] = []
 
-    def add(self, indices, values, label: int) -> None:
-        """Buffer one example (0-based indices)."""
+    def add(self, indices, values, label: float) -> None:
+        """Buffer one example (0-based indices; a ±1 label, or a target with ``targets``)."""
         self._rows.append((np.asarray(indices, dtype=np.int32),
-                           np.asarray(values, dtype=np.float64), int(label)))
+                           np.asarray(values, dtype=np.float64),
+                           float(label) if self.targets else int(label)))
         if len(self._rows) >= self.batch_size:
             self._seal()
 
@@ -52,7 +58,8 @@ class StreamProducer:
             lo, hi = indptr[start], indptr[stop]
             self._pending.append(wire.encode_batch(
                 indptr[start:stop + 1] - lo, np.asarray(indices)[lo:hi],
-                np.asarray(values)[lo:hi], labels[start:stop], value_bytes=self.value_bytes))
+                np.asarray(values)[lo:hi], labels[start:stop], value_bytes=self.value_bytes,
+                targets=self.targets))
             if len(self._pending) >= self.pipeline_entries:
                 self._write()
 
@@ -64,7 +71,8 @@ class StreamProducer:
         self._pending.append(wire.encode_batch(
             indptr, np.concatenate([r[0] for r in self._rows]),
             np.concatenate([r[1] for r in self._rows]),
-            np.array([r[2] for r in self._rows]), value_bytes=self.value_bytes))
+            np.array([r[2] for r in self._rows]), value_bytes=self.value_bytes,
+            targets=self.targets))
         self._rows.clear()
         if len(self._pending) >= self.pipeline_entries:
             self._write()

@@ -33,7 +33,8 @@ async def readyz(manager: Manager) -> Response:
         body = {"status": "degraded", "backend": manager.storage.kind,
                 "detail": "; ".join(f"{k}: {v}" for k, v in manager.failed.items())}
         return Response(orjson.dumps(body), status_code=503, media_type="application/json")
-    body = {"status": "ready", "backend": manager.storage.kind, "models": len(manager.hosts) + len(manager.batch.hosts)}
+    body = {"status": "ready", "backend": manager.storage.kind,
+            "models": len(manager.hosts) + len(manager.batch.hosts)}
     return Response(orjson.dumps(body), media_type="application/json")
 
 

@@ -15,10 +15,10 @@ import math
 import numpy as np
 import orjson
 
+from service import wire
 from service.batch.spec import BatchLayout
 from service.errors import InputError, MalformedBodyError, UnsupportedMediaTypeError, item_error
 from service.ingest import ExampleBatch, decode_bin, parse_libsvm_body, validate_csr
-from service import wire
 
 
 def target_field(task: str) -> str:

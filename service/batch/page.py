@@ -112,7 +112,8 @@ def sequence_page(model: str, family: str, task: str, sequence: dict[str, Any]) 
             f'<td{" class=name" if k == 1 else ""}>{c}</td>' for k, c in enumerate(cells))
             + "</tr>")
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>{html.escape(model)}: anytime curve</title>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<title>{html.escape(model)}: anytime curve</title>
 <style>{_STYLE}</style></head><body>
 <p><a href="/ui">all models</a></p>
 <h1>{html.escape(model)} <span class="muted">({html.escape(sequence.get('algorithm') or '')},
@@ -140,7 +141,8 @@ def models_page(models: list[dict[str, Any]]) -> str:
                     f"</td><td class=name>{link}</td></tr>")
     body = "".join(rows) or '<tr><td class=name colspan="5">no models yet</td></tr>'
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>featurebudget models</title>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<title>featurebudget models</title>
 <style>{_STYLE}</style></head><body><h1>featurebudget models</h1>
 <table id="models"><tr><th class="name">model</th><th class="name">algorithm</th>
 <th>version</th><th>examples applied</th><th class="name"></th></tr>{body}</table>

@@ -8,6 +8,7 @@ on SIGTERM / SIGINT writes a final snapshot of each model it owns and releases t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -54,10 +55,8 @@ async def run_worker(settings: Settings, *, metrics_port: int | None = None,
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread
-            pass
     await worker.start(follow=True)
     log.warning("batch worker %s ready on the %s backend (%d batch models)", process_id,
                 storage.kind, len(worker.folds))

@@ -483,3 +483,56 @@ def test_snapshot_export_import_round_trip_and_bad_blobs_change_nothing(batch_cl
     job = retrain(batch_client, "e")
     assert job["status"] == "succeeded" and job["version"] == 2
     assert job["examples_used"] + job["validation_examples"] == 400
+
+
+@pytest.mark.redis
+def test_stream_entries_json_bin_and_libsvm_fold_like_rest(make_settings, backend):
+    if backend != "redis":
+        pytest.skip("the Redis stream")
+    from clients.stream import StreamProducer
+
+    X, y = diabetes()
+    settings = make_settings(batch_worker=True, job_poll_seconds=0.05)
+    with TestClient(create_app(settings)) as client:
+        create_batch(client)
+        import redis as redis_client
+
+        connection = redis_client.Redis.from_url(settings.redis_url)
+        producer = StreamProducer(connection, "d", batch_size=50, value_bytes=8, targets=True)
+        dense = X[:100]
+        producer.add_batch(np.arange(0, dense.size + 1, 10), np.tile(np.arange(10), 100),
+                           dense.ravel(), y[:100])
+        ids = producer.flush()
+        import json
+
+        rows = named_examples(X, y, DIABETES_GROUPS, 100, 150)
+        ids.append(connection.xadd(wire.log_key("d"), {
+            b"fmt": b"json", b"data": json.dumps({"examples": rows}).encode()}).decode())
+        text = "".join(f"{float(y[r])!r} " + " ".join(f"{i + 1}:{float(X[r, i])!r}"
+                                                       for i in range(10)) + "\n"
+                       for r in range(150, 200))
+        ids.append(producer.add_libsvm(text.encode()))
+        ids.append(connection.xadd(wire.log_key("d"), {b"fmt": b"json",
+                                                      b"data": b'{"examples": [{"x": 1}]}'}
+                                   ).decode())
+        deadline = time.monotonic() + 30
+        while client.get("/v1/models/d").json()["log_position"] != ids[-1]:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert client.get("/v1/models/d").json()["examples_applied"] == 200
+        letters = client.get("/v1/models/d/deadletters").json()["entries"]
+        assert [e["id"] for e in letters] == [ids[-1]]
+        assert "target" in letters[0]["reason"]
+        entries = [(ids[0], X[:50], y[:50]), (ids[1], X[50:100], y[50:100]),
+                   (ids[2], X[100:150], y[100:150]), (ids[3], X[150:200], y[150:200])]
+        job = retrain(client)
+        train, validation = reference_statistics(entries, 0.2, 10)
+        assert job["examples_used"] == train.n and job["validation_examples"] == validation.n
+        groups = [np.arange(0, 2), np.arange(2, 4), np.arange(4, 7), np.arange(7, 10)]
+        reference = AnytimeLinearModel(groups=groups, costs=[1, 2, 3, 4]).fit_statistics(
+            train, validation=validation)
+        answer = client.post("/v1/models/d/predict", json={
+            "examples": named_examples(X, None, DIABETES_GROUPS, 300, 320)}).json()
+        np.testing.assert_allclose(answer["predictions"], reference.predict(X[300:320]),
+                                   rtol=1e-10)
+        connection.close()
