@@ -4,6 +4,8 @@ Groups are contiguous after a permutation: group ``g`` owns positions ``starts[g
 and its ``d_g × d_g`` block lives in a flat array at ``block_offsets[g]`` (row-major). A
 Cholesky factor with a pivot ``<= tol_i`` marks that direction as dependent on earlier ones:
 its column is zero and solves skip it (the pseudo-inverse of a PSD matrix, no NaN).
+The kernels release the GIL (``nogil``), so a sequencing in a worker thread leaves the
+service's event loop free.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from numba import njit
 OMP, FR, NO_WHITEN, SINGLE = 0, 1, 2, 3
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cholesky_pivoted(A: np.ndarray, tol: np.ndarray, L: np.ndarray) -> None:
     """Lower ``L`` with ``L Lᵀ = A`` on the non-dependent directions (pivot <= tol -> 0).
 
@@ -39,7 +41,7 @@ def cholesky_pivoted(A: np.ndarray, tol: np.ndarray, L: np.ndarray) -> None:
             L[i, j] = t / pivot
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def forward_solve(L: np.ndarray, v: np.ndarray, out: np.ndarray) -> float:
     """``out = L⁻¹ v`` skipping dependent rows (zero pivots); returns ``‖out‖²``. O(d²)."""
     d = L.shape[0]
@@ -56,7 +58,7 @@ def forward_solve(L: np.ndarray, v: np.ndarray, out: np.ndarray) -> float:
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def gather_blocks(C: np.ndarray, starts: np.ndarray, block_offsets: np.ndarray) -> np.ndarray:
     """The diagonal blocks ``C_gg`` in the flat layout. O(Σ d_g²)."""
     out = np.empty(block_offsets[-1])
@@ -70,7 +72,7 @@ def gather_blocks(C: np.ndarray, starts: np.ndarray, block_offsets: np.ndarray) 
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def group_factors(blocks: np.ndarray, starts: np.ndarray, block_offsets: np.ndarray,
                   tol: np.ndarray, active: np.ndarray) -> np.ndarray:
     """Pivoted Cholesky factors of every active block, same flat layout. O(Σ d_g³)."""
@@ -86,7 +88,7 @@ def group_factors(blocks: np.ndarray, starts: np.ndarray, block_offsets: np.ndar
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def group_scores(kind: int, r: np.ndarray, starts: np.ndarray, blocks: np.ndarray,
                  block_offsets: np.ndarray, tol: np.ndarray, active: np.ndarray,
                  factored: bool) -> np.ndarray:
@@ -127,7 +129,7 @@ def group_scores(kind: int, r: np.ndarray, starts: np.ndarray, blocks: np.ndarra
     return scores
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def downdate_blocks(blocks: np.ndarray, starts: np.ndarray, block_offsets: np.ndarray,
                     new_rows: np.ndarray, local: np.ndarray, active: np.ndarray) -> None:
     """``S_g -= V_gᵀ V_g`` for every active group; ``V = new_rows`` (d_h, w) whose column for
@@ -151,7 +153,7 @@ def downdate_blocks(blocks: np.ndarray, starts: np.ndarray, block_offsets: np.nd
                     blocks[o + j * d + i] -= s
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath=True, nogil=True)
 def project_out(Ch: np.ndarray, Ut: np.ndarray, k: int, ls: int) -> np.ndarray:
     """``T = C_h − Aᵀ U`` with ``U = Utᵀ[:k]`` (k, w) and ``A = U[:, ls:ls+d]``. O(d·k·w).
 
@@ -183,7 +185,7 @@ def project_out(Ch: np.ndarray, Ut: np.ndarray, k: int, ls: int) -> np.ndarray:
     return T
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def orthogonalize_block(T: np.ndarray, s: int, r_block: np.ndarray, tol: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray]:
     """New factor rows ``V = L⁻¹ T`` and ``a = L⁻¹ r_h``, ``L = chol(T[:, s:s+d])``.
@@ -214,7 +216,7 @@ def orthogonalize_block(T: np.ndarray, s: int, r_block: np.ndarray, tol: np.ndar
     return V, a
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def solve_lower(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``X = L⁻¹ B`` for lower-triangular ``L`` (k, k) with non-zero diagonal, ``B`` (k, n).
 
@@ -236,7 +238,7 @@ def solve_lower(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     return X
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def solve_lower_transposed(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``X = L⁻ᵀ B`` for lower-triangular ``L`` (k, k), ``B`` (k, n). Back substitution, O(k²n)."""
     k, n = B.shape

@@ -20,6 +20,8 @@ rows, histogrammed alongside ``g``); leaves are then ``G / (W + lam)``.
 level, nodes left to right; the sibling with fewer rows gets a histogram, the other is
 ``parent - sibling`` (subtraction trick).
 Cost per tree: O(n d D) to histogram plus O(2^D d B) to scan; no Python in the loop.
+The kernels release the GIL (``nogil``): a fit in a worker thread never stalls the service's
+event loop for longer than the Python between two kernel calls.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ REL_TOL = 1e-12  # a split must remove more than REL_TOL * sum_{i in node} g_i^2
 REL_TIE = 1e-10  # scores this close (relative to sum g^2) tie: lowest feature, then bin
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _histogram(codes, grad, hess, rows, start, end, hist_sum, hist_cnt, hist_hess, slot,
                n_bins, with_hess):
     """Fill ``hist_*[slot]`` with per-(feature, bin) sums of ``grad``, counts and (only if
@@ -55,7 +57,7 @@ def _histogram(codes, grad, hess, rows, start, end, hist_sum, hist_cnt, hist_hes
                 hist_hess[slot, f, b] += h
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _subtract(parent_sum, parent_cnt, parent_hess, pslot, hist_sum, hist_cnt, hist_hess,
               small, large, n_bins, with_hess):
     """``hist[large] = parent[pslot] - hist[small]`` (the sibling subtraction trick)."""
@@ -69,7 +71,7 @@ def _subtract(parent_sum, parent_cnt, parent_hess, pslot, hist_sum, hist_cnt, hi
                 hist_hess[large, f, b] = parent_hess[pslot, f, b] - hist_hess[small, f, b]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _best_split(hist_sum, hist_cnt, hist_hess, slot, n_bins, penalty, total, count, weight,
                 min_leaf, min_child_weight, lam, newton, tie):
     """Best (score, gain, feature, bin) of one node by the penalized score.
@@ -116,7 +118,7 @@ def _best_split(hist_sum, hist_cnt, hist_hess, slot, n_bins, penalty, total, cou
     return best_score, best_gain, best_f, best_b
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _partition(codes, grad, hess, rows, tmp, start, end, f, b, stats):
     """Stable in-place partition of ``rows[start:end]`` by ``codes[r, f] <= b``.
 
@@ -152,13 +154,13 @@ def _partition(codes, grad, hess, rows, tmp, start, end, f, b, stats):
     return start + n_left
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _leaf(total, weight, lam):
     """Leaf value ``G / (W + lam)`` (0 when ``W + lam`` vanishes)."""
     return total / (weight + lam) if weight + lam > 1e-150 else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, min_weight,
                force_root, hist_a_sum, hist_a_cnt, hist_b_sum, hist_b_cnt, tmp, lam, newton,
                min_child_weight, hist_a_hess, hist_b_hess, group_of, group_indptr,
@@ -251,7 +253,7 @@ def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, mi
     return feature, threshold, value
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_tree_binned(codes, feature, threshold, value, scale, out):
     """``out[i] += scale * value[leaf(codes[i])]`` for one tree on binned rows."""
     for i in range(codes.shape[0]):
@@ -261,7 +263,7 @@ def _add_tree_binned(codes, feature, threshold, value, scale, out):
         out[i] += scale * value[j]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_trees_raw(X, feature, split_value, value, first, stop, scale, out):
     """``out[i] += sum_{first <= t < stop} scale * value[t, leaf_t(X[i])]`` (trees in order).
 
