@@ -53,18 +53,54 @@ def dumps_state(state: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
+MAX_MEMBERS = 4096
+
+
 def loads_state(data: bytes, *, max_bytes: int = 1 << 34) -> dict[str, Any]:
-    """Parse bytes written by :func:`dumps_state`; raises :class:`StateFormatError`."""
-    if len(data) > max_bytes:
+    """Parse bytes written by :func:`dumps_state`; raises :class:`StateFormatError` for
+    anything else, never another exception.
+
+    Only what :func:`dumps_state` writes is accepted: uncompressed, unencrypted members,
+    the metadata first, then ``<key>.npy`` arrays of numeric dtypes whose declared shape
+    matches their bytes. Sizes are checked before anything is allocated: the arrays may
+    not add up to more than ``max_bytes``. O(size of the archive)."""
+    if len(data) > max_bytes + (1 << 20):
         raise StateFormatError(f"state is {len(data)} bytes, more than the limit {max_bytes}")
+    try:
+        return _loads(data, max_bytes)
+    except StateFormatError:
+        raise
+    except Exception as exc:  # a malformed archive of any kind: say what, never crash
+        raise StateFormatError(f"state archive is malformed: {type(exc).__name__}: "
+                               f"{exc}") from exc
+
+
+def _loads(data: bytes, max_bytes: int) -> dict[str, Any]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as exc:
         raise StateFormatError("state is not a featurebudget state archive") from exc
     with archive:
-        names = archive.namelist()
-        if not names or names[0] != _META:
+        infos = archive.infolist()
+        if not infos or infos[0].filename != _META:
             raise StateFormatError("state archive has no metadata header")
+        if len(infos) > MAX_MEMBERS:
+            raise StateFormatError(f"state archive has {len(infos)} members, more than "
+                                   f"{MAX_MEMBERS}")
+        total, seen = 0, set()
+        for info in infos:
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise StateFormatError(f"member {info.filename!r} is compressed; states are "
+                                       "stored uncompressed")
+            if info.flag_bits & 0x1:
+                raise StateFormatError(f"member {info.filename!r} is encrypted")
+            if info.filename in seen:
+                raise StateFormatError(f"member {info.filename!r} appears twice")
+            seen.add(info.filename)
+            total += info.file_size
+            if total > max_bytes:
+                raise StateFormatError(f"state members exceed the size limit of {max_bytes} "
+                                       "bytes")
         try:
             header = json.loads(archive.read(_META))
         except ValueError as exc:
@@ -73,21 +109,43 @@ def loads_state(data: bytes, *, max_bytes: int = 1 << 34) -> dict[str, Any]:
             raise StateFormatError("state metadata has the wrong format tag")
         if header.get("version") != VERSION:
             raise StateFormatError(f"unsupported state version {header.get('version')!r}")
-        state: dict[str, Any] = dict(header.get("values", {}))
-        total = 0
-        for name in names[1:]:
-            info = archive.getinfo(name)
-            total += info.file_size
-            if total > max_bytes:
-                raise StateFormatError("state arrays exceed the size limit")
-            if not name.endswith(".npy") or "/" in name:
+        values = header.get("values", {})
+        if not isinstance(values, dict):
+            raise StateFormatError("state metadata 'values' is not an object")
+        state: dict[str, Any] = dict(values)
+        for info in infos[1:]:
+            name = info.filename
+            if not name.endswith(".npy") or "/" in name or name[:-4] in state:
                 raise StateFormatError(f"unexpected member {name!r} in state archive")
-            try:
-                array = np.lib.format.read_array(io.BytesIO(archive.read(name)),
-                                                 allow_pickle=False)
-            except ValueError as exc:
-                raise StateFormatError(f"member {name!r} is not a plain numeric array") from exc
-            if array.dtype.kind not in _ALLOWED_KINDS:
-                raise StateFormatError(f"member {name!r} has unsupported dtype {array.dtype}")
-            state[name[: -len(".npy")]] = array
+            state[name[: -len(".npy")]] = _read_npy(name, archive.read(name))
     return state
+
+
+def _read_npy(name: str, raw: bytes) -> np.ndarray:
+    """One ``.npy`` member: header checked against its bytes, then a copy of the data."""
+    stream = io.BytesIO(raw)
+    try:
+        major, _ = np.lib.format.read_magic(stream)
+        if major == 1:
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif major in (2, 3):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f"unknown .npy version {major}")
+    except Exception as exc:
+        raise StateFormatError(f"member {name!r} is not a plain numeric array: {exc}") from exc
+    if dtype.kind not in _ALLOWED_KINDS or dtype.hasobject:
+        raise StateFormatError(f"member {name!r} has unsupported dtype {dtype}")
+    count = 1
+    for n in shape:
+        if not isinstance(n, int) or n < 0:
+            raise StateFormatError(f"member {name!r} declares the shape {shape}")
+        count *= n
+    offset = stream.tell()
+    if count * dtype.itemsize != len(raw) - offset:
+        raise StateFormatError(f"member {name!r} declares {shape} of {dtype} "
+                               f"({count * dtype.itemsize} bytes) but holds "
+                               f"{len(raw) - offset}")
+    array = np.frombuffer(raw, dtype=dtype, count=count, offset=offset)
+    order = "F" if fortran else "C"
+    return array.reshape(shape, order=order).copy(order="C")

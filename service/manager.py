@@ -246,7 +246,8 @@ class ModelManager:
     async def restore_snapshot(self, host: ModelHost, blob: bytes) -> None:
         """Replace the model with ``blob``, as of the log's current end: entries appended
         before this call and not yet applied are superseded, later ones are applied."""
-        host.check_blob(blob)  # validate before anything changes
+        # parse and check everything off the event loop, before anything changes
+        parsed = await asyncio.to_thread(host.check_blob, blob)
         fold = self.folds.get(host.name)
         if self.storage.shared and not host.owner and fold is not None:
             await fold.hold_lease()
@@ -254,7 +255,7 @@ class ModelManager:
             raise UnavailableError("this process does not own the model's fold; retry")
         async with host.fold_lock:
             log_end = await self.storage.log_end(host.name)
-            host.load_blob(blob, check_spec=True)
+            host.install(parsed)
             with host.lock:  # the snapshot's own id belongs to another log
                 host.applied_id = log_end
             host.reposition = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import threading
 import time
 from typing import Any
@@ -177,28 +178,28 @@ class ModelHost:
         return dumps_state(state), log_id
 
     def check_blob(self, blob: bytes, *, check_spec: bool = True):
-        """Parse a snapshot and check it fits this model; InputError otherwise."""
-        learner, extra = parse_snapshot(blob)
-        if check_spec:
-            if learner.name != self.spec.algorithm:
-                raise item_error(f"snapshot is a {learner.name!r} model, this model is "
-                                 f"{self.spec.algorithm!r}", field="algorithm")
-            if learner.n_features != self.n_features:
-                raise item_error(f"snapshot has {learner.n_features} features, this model "
-                                 f"{self.n_features}", field="n_features")
-        return learner, extra
+        """Parse a snapshot completely and check it fits this model (with ``check_spec``:
+        the same algorithm, dimension, budget and hyperparameters, compared before anything
+        is allocated); ``(learner, metadata)`` or InputError. Nothing changes here."""
+        return parse_snapshot(blob, self.spec if check_spec else None,
+                              feature_names_max=self.feature_names_max)
 
-    def load_blob(self, blob: bytes, *, check_spec: bool = True) -> None:
-        """Replace the state with a snapshot's; InputError when it does not fit."""
-        learner, extra = self.check_blob(blob, check_spec=check_spec)
+    def install(self, parsed) -> None:
+        """Swap a parsed snapshot in, in one step under the lock."""
+        learner, extra = parsed
         with self.lock:
             self.learner = learner
             self.applied_id = extra["svc_log_id"] or None
-            self.progressive_examples = int(extra["svc_progressive_examples"])
-            self.progressive_correct = int(extra["svc_progressive_correct"])
-            self.names = {int(k): str(v) for k, v in extra["svc_feature_names"]}
+            self.progressive_examples = extra["svc_progressive_examples"]
+            self.progressive_correct = extra["svc_progressive_correct"]
+            self.names = extra["svc_feature_names"]
             self.examples_since_snapshot = 0
         self.snapshot_id = self.applied_id
+
+    def load_blob(self, blob: bytes, *, check_spec: bool = True) -> None:
+        """Replace the state with a snapshot's; InputError (and no change) when it does not
+        fit."""
+        self.install(self.check_blob(blob, check_spec=check_spec))
 
     # -------------------------------------------------------------- reading
     def describe(self, *, features: bool, limit: int, log_end: str | None) -> dict[str, Any]:
@@ -221,20 +222,94 @@ class ModelHost:
         return public
 
 
-def parse_snapshot(blob: bytes):
-    """Snapshot bytes -> (learner, service metadata); InputError when invalid."""
+def parse_snapshot(blob: bytes, spec: ModelSpec | None = None, *,
+                   feature_names_max: int = 100_000):
+    """Snapshot bytes -> (learner, service metadata), everything checked; InputError naming
+    the member otherwise. With ``spec`` the state must be of exactly that configuration
+    (checked from the declared parameters before the learner's arrays are allocated), and
+    its arrays may not add up to more than that learner's state needs."""
+    limit = None
+    if spec is not None:
+        cls = LEARNERS[spec.algorithm]
+        limit = 2 * cls.memory_bytes(n_features=spec.dimension, budget=spec.budget) + (1 << 20)
+        limit += 64 * feature_names_max
     try:
-        state = loads_state(blob)
+        state = loads_state(blob, max_bytes=limit) if limit else loads_state(blob)
     except StateFormatError as exc:
         raise item_error(f"not a valid snapshot: {exc}", field="body") from exc
     extra = {key: state.pop(key, None) for key in _SERVICE_KEYS}
-    extra["svc_log_id"] = extra["svc_log_id"] or ""
-    extra["svc_progressive_examples"] = extra["svc_progressive_examples"] or 0
-    extra["svc_progressive_correct"] = extra["svc_progressive_correct"] or 0
-    extra["svc_feature_names"] = extra["svc_feature_names"] or []
+    extra = _check_service_keys(extra, feature_names_max)
+    if spec is not None:
+        _check_configuration(state, spec)
     try:
         learner = learner_from_state(state)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"snapshot state does not describe a learner: {exc!r}",
+    except (KeyError, TypeError, ValueError, ArithmeticError, IndexError) as exc:
+        raise InputError(f"snapshot state does not describe a learner: {exc}",
                          [{"field": "body", "message": str(exc)}]) from exc
+    if extra["svc_feature_names"] and max(extra["svc_feature_names"]) >= learner.n_features:
+        raise item_error("a feature name's index is outside the model's dimension",
+                         field="svc_feature_names")
     return learner, extra
+
+
+def _count(value, field: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise item_error(f"must be a non-negative integer, got {value!r}", field=field)
+    return value
+
+
+def _check_service_keys(extra: dict, names_max: int) -> dict:
+    """The service's members of a snapshot, typed and consistent."""
+    log_id = extra["svc_log_id"] or ""
+    if not isinstance(log_id, str) or len(log_id) > 64:
+        raise item_error("must be a log id string", field="svc_log_id")
+    if log_id:
+        try:
+            id_key(log_id)
+        except ValueError as exc:
+            raise item_error(f"{log_id!r} is not a log id", field="svc_log_id") from exc
+    examples = _count(extra["svc_progressive_examples"], "svc_progressive_examples")
+    correct = _count(extra["svc_progressive_correct"], "svc_progressive_correct")
+    if correct > examples:
+        raise item_error(f"{correct} correct of {examples} examples",
+                         field="svc_progressive_correct")
+    raw_names = extra["svc_feature_names"] or []
+    if not isinstance(raw_names, list) or len(raw_names) > names_max:
+        raise item_error(f"must be a list of at most {names_max} [index, name] pairs",
+                         field="svc_feature_names")
+    names: dict[int, str] = {}
+    for pair in raw_names:
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int)
+                and not isinstance(pair[0], bool) and pair[0] >= 0
+                and isinstance(pair[1], str) and len(pair[1]) <= 1024):
+            raise item_error(f"entry {pair!r} is not an [index, name] pair",
+                             field="svc_feature_names")
+        names[pair[0]] = pair[1]
+    return {"svc_log_id": log_id, "svc_progressive_examples": examples,
+            "svc_progressive_correct": correct, "svc_feature_names": names}
+
+
+def _check_configuration(state: dict, spec: ModelSpec) -> None:
+    """The snapshot is of this model's configuration: algorithm, dimension, budget and every
+    hyperparameter (defaults included). Compared on the declared values, so nothing is
+    allocated for a snapshot that does not fit."""
+    if state.get("algorithm") != spec.algorithm:
+        raise item_error(f"snapshot is a {state.get('algorithm')!r} model, this model is "
+                         f"{spec.algorithm!r}", field="algorithm")
+    params = state.get("params")
+    if not isinstance(params, dict):
+        raise item_error("snapshot has no parameters", field="params")
+    cls = LEARNERS[spec.algorithm]
+    expected = {name: p.default for name, p in
+                inspect.signature(cls.__init__).parameters.items()
+                if name != "self" and p.default is not inspect.Parameter.empty}
+    expected.update(spec.params, n_features=spec.dimension, budget=spec.budget)
+    for name in sorted(set(expected) | set(params)):
+        mine, theirs = expected.get(name, "(absent)"), params.get(name, "(absent)")
+        if mine != theirs:
+            field = name if name in ("n_features", "budget") else f"params.{name}"
+            raise item_error(f"snapshot has {name} = {theirs!r}, this model {mine!r}; a "
+                             "snapshot restores the state of a model of the same "
+                             "configuration", field=field)
