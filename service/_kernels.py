@@ -26,14 +26,14 @@ __all__ = ["DUPLICATE", "NEGATIVE", "NOT_FINITE", "OK", "TOO_LARGE", "check_copy
 @njit(cache=True, nogil=True)
 def _check_copy_rows(indptr, indices_in, values_in, indices_out, values_out, n_features):
     """Copy the (read-only, maybe float32) wire views into the batch's own int32 / float64
-    arrays, then check those with ``check_rows``'s two stages: branch-free passes for the
-    usual case, the row-by-row check to name a problem."""
+    arrays, then check those with ``check_rows``'s two stages (values bounded): branch-free
+    passes for the usual case, the row-by-row check to name a problem."""
     for k in range(len(indices_in)):
         indices_out[k] = indices_in[k]
         values_out[k] = np.float64(values_in[k])
-    if _valid_and_sorted(indptr, indices_out, values_out, n_features):
+    if _valid_and_sorted(indptr, indices_out, values_out, n_features, True):
         return OK, -1, -1
-    return _first_problem(indptr, indices_out, values_out, n_features)
+    return _first_problem(indptr, indices_out, values_out, n_features, True)
 
 
 def check_copy_rows(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,

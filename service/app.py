@@ -134,6 +134,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         errors = []
         for error in exc.errors():
             location = [str(part) for part in error.get("loc", ()) if part != "body"]
+            if error.get("type") == "json_invalid":  # loc holds a character position
+                location = []
             errors.append({"field": ".".join(location) or "body", "message": error["msg"]})
         detail = "; ".join(f"field {e['field']!r}: {e['message']}" for e in errors)
         status = 400 if any(e.get("type") == "json_invalid" for e in exc.errors()) else 422

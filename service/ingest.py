@@ -11,7 +11,6 @@ so a log entry is accepted or rejected the same way on both paths.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,6 +18,7 @@ import numpy as np
 import orjson
 
 from algorithms.sparse import CSRBatch, concat_batches
+from algorithms.sparse._validate import MAX_ABS_VALUE
 from algorithms.sparse.libsvm import LibsvmFormatError, line_of_row, parse_libsvm
 from service import wire
 from service._json import scan_examples
@@ -97,7 +97,7 @@ def validate_csr(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                 raise item_error(message, field="indices", **where(row))
             indices = indices.astype(np.int32)
         values = np.ascontiguousarray(values, dtype=np.float64)
-        code, row, position = check_rows(indptr, indices, values, n_features)
+        code, row, position = check_rows(indptr, indices, values, n_features, bounded=True)
         _raise_row_error(code, row, position, indices, n_features, where)
     X = CSRBatch(np.ascontiguousarray(indptr, dtype=np.int64),
                  np.ascontiguousarray(indices, dtype=np.int32),
@@ -117,7 +117,8 @@ def _raise_row_error(code: int, row: int, position: int, indices: np.ndarray, n_
         raise item_error(f"feature index {int(indices[position])} >= dimension "
                          f"{n_features}", field="indices", **where(row))
     if code == NOT_FINITE:
-        raise item_error("feature value is NaN or infinite", field="values", **where(row))
+        raise item_error("feature value is NaN, infinite or outside the valid range "
+                         "|x| < 2^50 (about 1.1e15)", field="values", **where(row))
     if code == DUPLICATE:
         raise item_error("duplicate feature index", field="indices", **where(row))
     raise AssertionError(f"unknown row-check code {code}")
@@ -272,9 +273,9 @@ def _hash_features(features, item: int, hasher: Hasher | None,
                              field=f"features.{namespace}")
         for name, value in group.items():
             if isinstance(value, bool) or not isinstance(value, int | float) or \
-                    not math.isfinite(value):
-                raise item_error(f"value {value!r} is not a finite number", item=item,
-                                 field=f"features.{namespace}.{name}")
+                    not abs(value) < MAX_ABS_VALUE:
+                raise item_error(f"value {value!r} is not a finite number with |x| < 2^50",
+                                 item=item, field=f"features.{namespace}.{name}")
             index = hasher(namespace, name)
             merged[index] = merged.get(index, 0.0) + float(value)  # collisions add up (VW)
             names.setdefault(index, f"{namespace}^{name}")
@@ -297,11 +298,18 @@ def parse_libsvm_body(body: bytes, n_features: int, *, zero_based: bool = False,
                          field=field) from exc
     if X.n_rows == 0:
         raise item_error("the batch holds no examples", field="body")
+    values = X.values
+    if len(values) and not (values.max() < MAX_ABS_VALUE and values.min() > -MAX_ABS_VALUE):
+        bad = int(np.flatnonzero(~(np.abs(values) < MAX_ABS_VALUE))[0])
+        row = int(np.searchsorted(X.indptr, bad, side="right") - 1)
+        raise item_error(f"feature value {float(values[bad])!r} is outside the valid range "
+                         "|x| < 2^50 (about 1.1e15)", line=line_of_row(body, row),
+                         field="values")
     if targets:
-        bad = np.flatnonzero(~np.isfinite(labels))
+        bad = np.flatnonzero(~(np.abs(labels) < MAX_ABS_VALUE))
         if len(bad):
-            raise item_error("target is NaN or infinite", line=line_of_row(body, int(bad[0])),
-                             field="target")
+            raise item_error("target is NaN, infinite or outside |y| < 2^50",
+                             line=line_of_row(body, int(bad[0])), field="target")
         return ExampleBatch(X, np.asarray(labels, dtype=np.float64))
     if require_labels:
         bad = np.flatnonzero((labels != 1.0) & (labels != -1.0))

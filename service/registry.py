@@ -38,6 +38,10 @@ def new_learner(spec: ModelCreate, max_bytes: int | None = None):
     if cls is None:
         raise item_error(f"unknown algorithm {spec.algorithm!r}; known: {sorted(LEARNERS)}",
                          field="algorithm")
+    if spec.budget is not None and not cls.selects:
+        selecting = sorted(name for name, c in LEARNERS.items() if c.selects)
+        raise item_error(f"{spec.algorithm} keeps every feature: budget is for the learners "
+                         f"that select ({', '.join(selecting)})", field="budget")
     if max_bytes is not None:
         needed = cls.memory_bytes(n_features=spec.dimension, budget=spec.budget)
         if needed > max_bytes:

@@ -183,9 +183,10 @@ def decode_views(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     if indptr[-1] != nnz:
         raise WireFormatError(f"row lengths sum to {int(indptr[-1])}, header says nnz={nnz}")
     if label_bytes == 8:
-        bad = np.flatnonzero(~np.isfinite(labels))
+        bad = np.flatnonzero(~(np.abs(labels) < 2.0 ** 50))
         if len(bad):
-            raise WireFormatError(f"example {int(bad[0])}: target is NaN or infinite")
+            raise WireFormatError(f"example {int(bad[0])}: target is NaN, infinite or "
+                                  "outside |y| < 2^50")
         return indptr, indices, values, labels
     bad = np.flatnonzero((labels != 1) & (labels != -1))
     if len(bad):

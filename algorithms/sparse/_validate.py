@@ -1,6 +1,11 @@
 """Numba validation of CSR arrays, no GIL: branch-free passes prove the usual case (every
 index in range, values finite, rows sorted); otherwise a row-by-row pass finds the first
-problem. ``values`` are float64 (the CSR invariant)."""
+problem. ``values`` are float64 (the CSR invariant).
+
+With ``bounded`` (the service's ingestion) a value must also satisfy ``|x| < 2^50``
+(``MAX_ABS_VALUE``, about 1.1e15, above any millisecond timestamp): within that range no
+learner's state can overflow, squares and sums of squares of a row staying below 1e35, far
+from float64's 1.8e308."""
 
 from __future__ import annotations
 
@@ -11,16 +16,20 @@ OK, NEGATIVE, TOO_LARGE, NOT_FINITE, DUPLICATE = range(5)
 
 
 _EXPONENT = np.int64(0x7FF0000000000000)  # float64 exponent bits: all ones = inf or NaN
+MAX_ABS_VALUE = 2.0 ** 50
+_LIMIT = np.int64((1023 + 50) << 52)  # exponent bits of 2^50: |x| >= 2^50 from here up
 
 
 @njit(cache=True, nogil=True)
-def _all_finite(values):
-    """True when no float64 value is inf or NaN: an OR over the exponent bits, no branch
-    (a loop that can stop early does not vectorize). O(nnz)."""
+def _all_finite(values, bounded=False):
+    """True when no float64 value is inf or NaN (and, ``bounded``, every ``|x| < 2^50``): an
+    OR over the exponent bits (inf and NaN have the largest exponent), no branch (a loop that
+    can stop early does not vectorize). O(nnz)."""
     bits = values.view(np.int64)
+    limit = _LIMIT if bounded else _EXPONENT
     special = np.int64(0)
     for k in range(len(bits)):
-        special |= np.int64((bits[k] & _EXPONENT) == _EXPONENT)
+        special |= np.int64((bits[k] & _EXPONENT) >= limit)
     return special == 0
 
 
@@ -62,26 +71,26 @@ def _rows_increasing(indptr, indices):
 
 
 @njit(cache=True, nogil=True)
-def _valid_and_sorted(indptr, indices, values, n_features):
+def _valid_and_sorted(indptr, indices, values, n_features, bounded=False):
     """The usual case, proved with branch-free passes: every index in [0, d), every value
-    finite, each row's indices strictly increasing (so no duplicates). False says only that
-    the exact row-by-row check must run."""
+    finite (and in range, ``bounded``), each row's indices strictly increasing (so no
+    duplicates). False says only that the exact row-by-row check must run."""
     low, high, decreases = _index_stats(indices)
-    return (low >= 0 and high < n_features and _all_finite(values)
+    return (low >= 0 and high < n_features and _all_finite(values, bounded)
             and decreases == _straddling_decreases(indptr, indices))
 
 
 @njit(cache=True, nogil=True)
-def _check_rows(indptr, indices, values, n_features):
+def _check_rows(indptr, indices, values, n_features, bounded):
     """(code, row, position) of the first problem; code OK when none. O(nnz) when each
     row's indices increase; a row that does not is checked on a sorted copy, O(m log m)."""
-    if _valid_and_sorted(indptr, indices, values, n_features):
+    if _valid_and_sorted(indptr, indices, values, n_features, bounded):
         return OK, -1, -1
-    return _first_problem(indptr, indices, values, n_features)
+    return _first_problem(indptr, indices, values, n_features, bounded)
 
 
 @njit(cache=True, nogil=True)
-def _first_problem(indptr, indices, values, n_features):
+def _first_problem(indptr, indices, values, n_features, bounded=False):
     """The row-by-row check: (code, row, position) of the first problem, OK when none."""
     for row in range(len(indptr) - 1):
         lo, hi = indptr[row], indptr[row + 1]
@@ -93,7 +102,7 @@ def _first_problem(indptr, indices, values, n_features):
                 return NEGATIVE, row, k
             if index >= n_features:
                 return TOO_LARGE, row, k
-            if not np.isfinite(values[k]):
+            if not np.isfinite(values[k]) or (bounded and abs(values[k]) >= MAX_ABS_VALUE):
                 return NOT_FINITE, row, k
             if index <= previous:
                 increasing = False
@@ -107,6 +116,7 @@ def _first_problem(indptr, indices, values, n_features):
 
 
 def check_rows(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
-               n_features: int) -> tuple[int, int, int]:
-    """Validate CSR arrays against ``n_features``: ``(code, row, position)``."""
-    return _check_rows(indptr, indices, values, np.int64(n_features))
+               n_features: int, *, bounded: bool = False) -> tuple[int, int, int]:
+    """Validate CSR arrays against ``n_features``: ``(code, row, position)``; ``bounded``
+    adds the value range ``|x| < MAX_ABS_VALUE`` (code NOT_FINITE)."""
+    return _check_rows(indptr, indices, values, np.int64(n_features), bool(bounded))

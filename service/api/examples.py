@@ -8,7 +8,14 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from service import metrics
-from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
+from service.api.deps import (
+    AppSettings,
+    Manager,
+    ReadAccess,
+    WriteAccess,
+    read_body,
+    require_write,
+)
 from service.batch.host import BatchHost
 from service.batch.ingest import parse_batch_body
 from service.errors import (
@@ -94,6 +101,8 @@ async def predict(model: str, request: Request, manager: Manager,
     with_ids = document.get("return_prediction_ids", False)
     if not isinstance(with_ids, bool):
         raise item_error("must be true or false", field="return_prediction_ids")
+    if with_ids:  # an id is only good for feedback, which writes
+        require_write(request)
     batch = parse_json_examples(document["examples"], host.n_features, host.hasher,
                                 require_labels=False)
     scores, ids = await manager.predict(host, batch, with_ids)

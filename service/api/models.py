@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from service.api.deps import Manager, ReadAccess, WriteAccess
 from service.batch.host import BatchHost
@@ -50,7 +50,8 @@ async def get_features(model: str, manager: Manager) -> list:
 
 
 @router.get("/{model}/deadletters", dependencies=[ReadAccess])
-async def get_deadletters(model: str, manager: Manager, count: int = 100) -> dict:
+async def get_deadletters(model: str, manager: Manager,
+                          count: int = Query(100, ge=1, le=1000)) -> dict:
     host = await manager.get(model)
     return {"model": host.name,
-            "entries": await manager.storage.read_deadletters(host.name, min(count, 1000))}
+            "entries": await manager.storage.read_deadletters(host.name, count)}

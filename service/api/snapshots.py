@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from service.api.deps import AppSettings, Manager, WriteAccess, read_body
+from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
 from service.batch.host import BatchHost
 from service.schemas import SnapshotRestored
 
@@ -12,7 +12,7 @@ router = APIRouter(prefix="/v1/models/{model}", tags=["snapshots"])
 MEDIA_TYPE = "application/vnd.featurebudget.state"
 
 
-@router.get("/snapshot", dependencies=[WriteAccess],
+@router.get("/snapshot", dependencies=[ReadAccess],
             responses={200: {"content": {MEDIA_TYPE: {}}}})
 async def get_snapshot(model: str, manager: Manager) -> Response:
     host = await manager.get(model)

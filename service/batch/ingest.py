@@ -10,11 +10,10 @@ entries are FBX1 with the targets flag, so the fold reads every source the same 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import orjson
 
+from algorithms.sparse._validate import MAX_ABS_VALUE
 from service import wire
 from service.batch.spec import BatchLayout
 from service.errors import InputError, MalformedBodyError, UnsupportedMediaTypeError, item_error
@@ -82,8 +81,9 @@ def _target(item: dict, i: int, name: str, task: str) -> float:
                " models)" if other in item else ""
         raise item_error(f"is required{hint}", item=i, field=name)
     if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not math.isfinite(value):
-        raise item_error(f"{value!r} is not a finite number", item=i, field=name)
+            not abs(value) < MAX_ABS_VALUE:
+        raise item_error(f"{value!r} is not a finite number with |y| < 2^50", item=i,
+                         field=name)
     if task == "classification" and value not in (-1, 1):
         raise item_error(f"label {value!r} is not -1 or +1", item=i, field=name)
     return float(value)
@@ -112,9 +112,9 @@ def _named(features, i: int, layout: BatchLayout, present: np.ndarray
                 raise item_error(f"group {group_name!r} has no feature {feature!r}", item=i,
                                  field=f"features.{group_name}.{feature}")
             if isinstance(value, bool) or not isinstance(value, int | float) or \
-                    not math.isfinite(value):
-                raise item_error(f"value {value!r} is not a finite number", item=i,
-                                 field=f"features.{group_name}.{feature}")
+                    not abs(value) < MAX_ABS_VALUE:
+                raise item_error(f"value {value!r} is not a finite number with |x| < 2^50",
+                                 item=i, field=f"features.{group_name}.{feature}")
             indices.append(index)
             values.append(float(value))
     return np.array(indices, dtype=np.int64), np.array(values, dtype=np.float64)
@@ -136,9 +136,9 @@ def _indexed(item: dict, i: int, n_features: int) -> tuple[np.ndarray, np.ndarra
             raise item_error(f"feature index {x} is outside [0, {n_features})", item=i,
                              field="indices")
     for position, x in enumerate(values):
-        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
-            raise item_error(f"entry {position} is {x!r}, expected a finite number", item=i,
-                             field="values")
+        if isinstance(x, bool) or not isinstance(x, int | float) or not abs(x) < MAX_ABS_VALUE:
+            raise item_error(f"entry {position} is {x!r}, expected a finite number with "
+                             "|x| < 2^50", item=i, field="values")
     return np.array(indices, dtype=np.int64), np.array(values, dtype=np.float64)
 
 

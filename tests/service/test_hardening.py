@@ -1,0 +1,87 @@
+"""Inputs at the edges: values outside the valid range are refused on every path and a model
+never holds or answers a non-finite number; small contract fixes (dead letters count,
+budget on learners that do not select, the malformed-JSON field, read keys)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from service import wire
+from service.app import create_app
+from tests.service.conftest import create
+
+
+@pytest.mark.parametrize("value", [1e308, -1e300, 2.0 ** 50, 1e16])
+def test_values_outside_the_range_are_refused_on_every_path(client, value):
+    create(client, "m", algorithm="pet")
+    bodies = [
+        ("application/json", f'{{"examples": [{{"indices": [1], "values": [{value!r}], '
+                             f'"label": 1}}]}}'.encode()),
+        ("text/plain", f"1 2:{value!r}\n".encode()),
+        ("application/octet-stream", wire.encode_batch([0, 1], [1], [value], [1])),
+    ]
+    for media_type, body in bodies:
+        response = client.post("/v1/models/m/examples", content=body,
+                               headers={"content-type": media_type})
+        assert response.status_code == 422, (media_type, response.text)
+        assert response.json()["errors"][0]["field"] == "values"
+        assert "2^50" in response.json()["detail"]
+    assert client.get("/v1/models/m").json()["log_end"] is None
+
+
+def test_large_valid_values_keep_every_learner_finite(client):
+    rng = np.random.default_rng(0)
+    for algorithm in ("pet", "fofs", "sofs", "ogd", "arow"):
+        extra = {} if algorithm in ("ogd", "arow") else {"budget": 5}
+        body = {"name": algorithm, "algorithm": algorithm, "n_features": 50, **extra}
+        assert client.post("/v1/models", json=body).status_code == 201
+        for _ in range(5):
+            examples = [{"indices": sorted(rng.choice(50, 8, replace=False).tolist()),
+                         "values": (rng.choice([-1, 1], 8) * 1e15 * rng.random(8)).tolist(),
+                         "label": int(rng.choice([-1, 1]))} for _ in range(40)]
+            assert client.post(f"/v1/models/{algorithm}/examples?wait=true",
+                               json={"examples": examples}).status_code == 202
+        info = client.get(f"/v1/models/{algorithm}").json()
+        weights = [f["weight"] for f in info["selected_features"]]
+        assert all(w is not None and np.isfinite(w) for w in weights), (algorithm, weights)
+        scores = client.post(f"/v1/models/{algorithm}/predict", json={
+            "examples": examples[:5]}).json()["scores"]
+        assert all(s is not None and np.isfinite(s) for s in scores), (algorithm, scores)
+
+
+def test_deadletters_count_is_validated(client):
+    create(client)
+    assert client.get("/v1/models/m/deadletters?count=0").status_code == 422
+    assert client.get("/v1/models/m/deadletters?count=5").status_code == 200
+
+
+@pytest.mark.parametrize("algorithm", ["ogd", "arow"])
+def test_budget_is_refused_where_the_learner_does_not_select(client, algorithm):
+    response = client.post("/v1/models", json={"name": "x", "algorithm": algorithm,
+                                               "n_features": 10, "budget": 3})
+    assert response.status_code == 422 and "budget" in response.json()["detail"]
+    assert client.get("/v1/models/x").status_code == 404
+
+
+def test_malformed_json_names_the_body(client):
+    response = client.post("/v1/models", content=b'{"name": ',
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "body"
+
+
+def test_read_keys_read_snapshots_but_cannot_ask_for_prediction_ids(make_settings):
+    with TestClient(create_app(make_settings(api_keys="w:write,r:read"))) as client:
+        body = {"name": "m", "algorithm": "sofs", "budget": 5, "n_features": 20}
+        assert client.post("/v1/models", json=body, headers={"x-api-key": "w"}
+                           ).status_code == 201
+        read = {"x-api-key": "r"}
+        assert client.get("/v1/models/m/snapshot", headers=read).status_code == 200
+        example = {"indices": [1], "values": [1.0]}
+        response = client.post("/v1/models/m/predict", headers=read, json={
+            "examples": [example], "return_prediction_ids": True})
+        assert response.status_code == 403
+        assert client.post("/v1/models/m/predict", headers=read,
+                           json={"examples": [example]}).status_code == 200
