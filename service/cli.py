@@ -19,15 +19,22 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ["FEATUREBUDGET_REDIS_URL"] = args.redis_url
     if args.data_dir:
         os.environ["FEATUREBUDGET_DATA_DIR"] = args.data_dir
-    if args.workers > 1:
-        if not os.environ.get("FEATUREBUDGET_REDIS_URL"):
-            print("featurebudget serve: --workers > 1 needs Redis (FEATUREBUDGET_REDIS_URL); "
-                  "the embedded backend serves from one process", file=sys.stderr)
-            return 2
-        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # /metrics across workers
-            os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fb-metrics-")
-    uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level=args.log_level)
+    if args.workers > 1 and not os.environ.get("FEATUREBUDGET_REDIS_URL"):
+        print("featurebudget serve: --workers > 1 needs Redis (FEATUREBUDGET_REDIS_URL); "
+              "the embedded backend serves from one process", file=sys.stderr)
+        return 2
+    created = None
+    if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        created = tempfile.mkdtemp(prefix="fb-metrics-")  # /metrics across workers
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = created
+    try:
+        uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
+                    workers=args.workers, log_level=args.log_level)
+    finally:
+        if created:  # the directory this command made, and only that one
+            import shutil
+
+            shutil.rmtree(created, ignore_errors=True)
     return 0
 
 

@@ -154,6 +154,7 @@ class ModelFold:
             blob = await self.storage.load_snapshot(host.name)
             if blob is not None:
                 host.load_blob(blob, check_spec=False)
+            self.publish_gauges()
             self.reader = None
         if not owner:
             self._drop_prefetch()
@@ -167,6 +168,7 @@ class ModelFold:
             blob = await self.storage.load_snapshot(self.host.name)
             if blob is not None:
                 self.host.load_blob(blob, check_spec=False)
+                self.publish_gauges()
 
     async def _read_and_parse(self) -> tuple[list[LogEntry], Parsed]:
         """Read the next micro-batch and start parsing its entries on the parser pool."""
@@ -226,10 +228,15 @@ class ModelFold:
 
     def _observe(self, last_id: str) -> None:
         host = self.host
-        learner = host.learner
         if self.storage.kind == "redis":
             milliseconds = id_key(last_id)[0]
             metrics.LEARNER_LAG.labels(host.name).set(max(0.0, time.time() - milliseconds / 1e3))
+        self.publish_gauges()
+
+    def publish_gauges(self) -> None:
+        """The learner's gauges from its current state (also after a restore or restart)."""
+        host = self.host
+        learner = host.learner
         if host.progressive_examples:
             metrics.PROGRESSIVE_ACCURACY.labels(host.name).set(
                 host.progressive_correct / host.progressive_examples)

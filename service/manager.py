@@ -89,6 +89,7 @@ class ModelManager:
         self.hosts[spec.name] = host
         fold = ModelFold(host, self.storage, self.settings, self.process_id)
         self.folds[spec.name] = fold
+        fold.publish_gauges()
         fold.start()
         return host
 
@@ -256,6 +257,8 @@ class ModelManager:
         async with host.fold_lock:
             log_end = await self.storage.log_end(host.name)
             host.install(parsed)
+            if fold is not None:
+                fold.publish_gauges()
             with host.lock:  # the snapshot's own id belongs to another log
                 host.applied_id = log_end
             host.reposition = True

@@ -76,6 +76,21 @@ redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' ' .. ARGV[1])
 return 1
 """
 
+# Create a model. KEYS: models hash, then the model's fixed keys (wire.model_keys), the
+# artifacts hash last. ARGV: name, spec. Anything left under the model's name (entries XADDed
+# to a stream of a model that did not exist, keys of a deleted model) goes first, in the same
+# step, so a new model never folds another's entries.
+_CREATE = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+local prefix = string.sub(KEYS[#KEYS], 1, -string.len('artifacts') - 1)
+for _, version in ipairs(redis.call('HKEYS', KEYS[#KEYS])) do
+  redis.call('DEL', prefix .. 'artifact:' .. version)
+end
+for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -267,6 +282,7 @@ class RedisStorage(Storage):
         self._release = self.client.register_script(_RELEASE)
         self._save_snapshot = self.client.register_script(_SAVE_SNAPSHOT)
         self._publish = self.client.register_script(_PUBLISH)
+        self._create = self.client.register_script(_CREATE)
         self._set_current = self.client.register_script(_SET_CURRENT)
 
     async def close(self) -> None:
@@ -280,7 +296,9 @@ class RedisStorage(Storage):
 
     async def save_model(self, name: str, spec: bytes, *, create: bool) -> bool:
         if create:
-            return bool(await self.client.hsetnx(wire.MODELS_KEY, name, spec))
+            keys = [k for k in wire.model_keys(name) if k != wire.artifacts_key(name)]
+            keys = [wire.MODELS_KEY, *keys, wire.artifacts_key(name)]
+            return bool(await self._create(keys=keys, args=[name, spec]))
         await self.client.hset(wire.MODELS_KEY, name, spec)
         return True
 

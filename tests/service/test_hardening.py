@@ -85,3 +85,51 @@ def test_read_keys_read_snapshots_but_cannot_ask_for_prediction_ids(make_setting
         assert response.status_code == 403
         assert client.post("/v1/models/m/predict", headers=read,
                            json={"examples": [example]}).status_code == 200
+
+
+@pytest.mark.redis
+def test_entries_of_a_model_that_did_not_exist_never_reach_a_new_one(redis_url, make_settings,
+                                                                      backend):
+    if backend != "redis":
+        pytest.skip("the Redis stream")
+    import redis
+
+    connection = redis.Redis.from_url(redis_url)
+    stale = wire.encode_batch([0, 1], [1], [1.0], [1])
+    for _ in range(3):
+        connection.xadd(wire.log_key("ghost"), {b"fmt": b"bin", b"data": stale})
+    with TestClient(create_app(make_settings())) as client:
+        create(client, "ghost", algorithm="pet", budget=3, n_features=10)
+        response = client.post("/v1/models/ghost/examples?wait=true", json={
+            "examples": [{"indices": [2], "values": [1.0], "label": -1}]})
+        assert response.status_code == 202
+        assert client.get("/v1/models/ghost").json()["examples_applied"] == 1
+    connection.close()
+
+
+def gauge(client, name: str, model: str) -> float | None:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(f'{name}{{model="{model}"}}'):
+            return float(line.split()[-1])
+    return None
+
+
+def test_gauges_follow_a_restore_and_a_restart(make_settings, x1):
+    from tests.service.conftest import json_examples
+
+    X, y = x1
+    settings = make_settings()
+    with TestClient(create_app(settings)) as client:
+        create(client, "m")
+        client.post("/v1/models/m/examples?wait=true",
+                    json={"examples": json_examples(X, y, 0, 70)})
+        blob = client.get("/v1/models/m/snapshot").content
+        create(client, "copy")
+        assert gauge(client, "featurebudget_model_examples", "copy") == 0
+        assert client.put("/v1/models/copy/snapshot", content=blob).status_code == 200
+        assert gauge(client, "featurebudget_model_examples", "copy") == 70
+    from service import metrics
+
+    metrics.forget_model("m")  # a fresh process starts without the series
+    with TestClient(create_app(settings)) as client:
+        assert gauge(client, "featurebudget_model_examples", "m") == 70
