@@ -49,6 +49,13 @@ class ModelExistsError(ServiceError):
     title = "Model already exists"
 
 
+class InsufficientStorageError(ServiceError):
+    """The state a request would add does not fit the process's memory budget (507)."""
+
+    status = 507
+    title = "Insufficient storage"
+
+
 class ConflictError(ServiceError):
     """The request is valid but conflicts with the model's state (409)."""
 

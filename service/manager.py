@@ -23,12 +23,14 @@ from service.batch.models import BatchModels, validate_batch_spec
 from service.consumer import ModelFold
 from service.errors import (
     InputError,
+    InsufficientStorageError,
     ModelExistsError,
     ModelNotFoundError,
     UnavailableError,
     WaitTimeoutError,
 )
 from service.ingest import ExampleBatch
+from algorithms.online import LEARNERS
 from service.registry import ModelHost, new_learner
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage, id_key
@@ -114,10 +116,34 @@ class ModelManager:
         metrics.forget_model(name)
 
     # -------------------------------------------------------------- models
+    def model_bytes(self, spec: ModelCreate) -> int:
+        """The state one model holds in this process (learner, or fold + fit + artifact)."""
+        if spec.is_batch:
+            from service.batch.spec import memory_bytes, split_params
+
+            return memory_bytes(spec, split_params(spec))
+        cls = LEARNERS[spec.algorithm]
+        return cls.memory_bytes(n_features=spec.dimension, budget=spec.budget)
+
+    def _check_total(self, request: ModelCreate) -> None:
+        """507 when the new model would take all models past the process budget."""
+        budget = self.settings.total_model_budget()
+        held = sum(self.model_bytes(h.spec) for h in [*self.hosts.values(),
+                                                       *self.batch.hosts.values()])
+        needed = self.model_bytes(request)
+        if held + needed > budget:
+            raise InsufficientStorageError(
+                f"model {request.name!r} needs {needed:,} bytes; the models of this process "
+                f"hold {held:,} of a budget of {budget:,} bytes "
+                "(FEATUREBUDGET_MAX_TOTAL_MODEL_BYTES); delete a model or raise the budget",
+                [{"field": "name", "message": "over the process's model memory budget"}])
+
     async def create(self, request: ModelCreate) -> ModelHost | BatchHost:
         if request.is_batch:
             validate_batch_spec(request, self.settings.max_model_bytes)
+            self._check_total(request)
         else:
+            self._check_total(request)  # before the trial construction allocates anything
             new_learner(request, self.settings.max_model_bytes)  # validates it all, sizes too
         spec = ModelSpec(**request.model_dump(), created_at=time.time())
         if not await self.storage.save_model(spec.name, spec.model_dump_json().encode(),

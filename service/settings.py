@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field
@@ -20,6 +21,9 @@ class Settings(BaseSettings):
     api_keys: str = Field(default="", description="comma-separated; 'key:read' = predict only")
     max_body_bytes: int = 32 << 20
     max_model_bytes: int = 4 << 30  # refuse models whose learner state would be larger
+    max_total_model_bytes: int | None = Field(
+        default=None, description="budget for the state of all models of one process "
+        "together (every API process holds every model); unset = half the machine's memory")
     microbatch_max_entries: int = 16
     microbatch_max_bytes: int = 64 << 20  # fewer entries per read when entries are big
     apply_chunk_examples: int = 256  # rows per kernel call (bounds event-loop stalls)
@@ -44,6 +48,15 @@ class Settings(BaseSettings):
     job_progress_seconds: float = 0.5  # how often a running job's progress is stored
     versions_kept: int = 10  # newest artifact versions kept per batch model (and the current)
     version_check_seconds: float = 1.0  # API processes re-read current versions this often
+
+    def total_model_budget(self) -> int:
+        if self.max_total_model_bytes is not None:
+            return self.max_total_model_bytes
+        try:
+            physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            physical = 16 << 30
+        return physical // 2
 
     def key_roles(self) -> dict[str, str]:
         """API key -> 'write' or 'read'. Empty when no keys are configured (open)."""

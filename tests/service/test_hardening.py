@@ -133,3 +133,25 @@ def test_gauges_follow_a_restore_and_a_restart(make_settings, x1):
     metrics.forget_model("m")  # a fresh process starts without the series
     with TestClient(create_app(settings)) as client:
         assert gauge(client, "featurebudget_model_examples", "m") == 70
+
+
+def test_a_run_of_creations_ends_in_a_clean_refusal(make_settings):
+    from algorithms.online import LEARNERS
+
+    each = LEARNERS["sofs"].memory_bytes(n_features=1 << 18, budget=10)
+    settings = make_settings(max_total_model_bytes=int(3.5 * each))
+    with TestClient(create_app(settings)) as client:
+        statuses = []
+        for k in range(5):
+            response = client.post("/v1/models", json={
+                "name": f"m{k}", "algorithm": "sofs", "budget": 10, "hash_bits": 18})
+            statuses.append(response.status_code)
+        assert statuses == [201, 201, 201, 507, 507]
+        problem = response.json()
+        assert "FEATUREBUDGET_MAX_TOTAL_MODEL_BYTES" in problem["detail"]
+        assert f"{int(3.5 * each):,}" in problem["detail"]
+        assert client.get("/v1/models/m3").status_code == 404
+        assert client.delete("/v1/models/m0").status_code == 204
+        assert client.post("/v1/models", json={"name": "m5", "algorithm": "sofs", "budget": 10,
+                                               "hash_bits": 18}).status_code == 201
+        assert client.get("/readyz").status_code == 200
