@@ -17,6 +17,7 @@ import uuid
 
 import numpy as np
 
+from algorithms.online import LEARNERS
 from service import metrics, wire
 from service.batch.host import BatchHost
 from service.batch.models import BatchModels, validate_batch_spec
@@ -30,7 +31,6 @@ from service.errors import (
     WaitTimeoutError,
 )
 from service.ingest import ExampleBatch
-from algorithms.online import LEARNERS
 from service.registry import ModelHost, new_learner
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage, id_key
