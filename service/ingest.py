@@ -333,7 +333,14 @@ def parse_entry(fields: dict, n_features: int, hasher: Hasher | None, *,
     fmt = fields.get(b"fmt", fields.get("fmt"))
     fmt = fmt.decode() if isinstance(fmt, bytes) else (fmt or wire.infer_format(data))
     if fmt == "bin":
-        return decode_bin(data, n_features)
+        batch = decode_bin(data, n_features)
+        raw_names = fields.get(b"names", fields.get("names"))
+        if raw_names is not None:
+            try:
+                batch.names = wire.decode_names(raw_names, n_features)
+            except wire.WireFormatError as exc:
+                raise item_error(str(exc), field="names") from exc
+        return batch
     if fmt == "json":
         return parse_json_body(bytes(data), n_features, hasher)
     if fmt == "libsvm":

@@ -142,8 +142,9 @@ class ModelManager:
         if request.is_batch:
             validate_batch_spec(request, self.settings.max_model_bytes)
             self._check_total(request)
-        else:
-            self._check_total(request)  # before the trial construction allocates anything
+        else:  # sizes before the trial construction allocates anything
+            if self.model_bytes(request) <= self.settings.max_model_bytes:
+                self._check_total(request)  # (larger: new_learner's 422 names the limit)
             new_learner(request, self.settings.max_model_bytes)  # validates it all, sizes too
         spec = ModelSpec(**request.model_dump(), created_at=time.time())
         if not await self.storage.save_model(spec.name, spec.model_dump_json().encode(),
@@ -194,10 +195,12 @@ class ModelManager:
     # -------------------------------------------------------------- log
     async def append(self, host: ModelHost, batches: list[ExampleBatch], fmt: str) -> list[str]:
         """Append validated batches (one log entry each) in the binary format."""
-        if isinstance(host, ModelHost) and any(b.names for b in batches):
-            for batch in batches:
-                host.remember_names(batch.names)
-        entries = [{b"fmt": b"bin", b"data": batch.encode()} for batch in batches]
+        entries = []
+        for batch in batches:  # names travel in the entry: a fold over the log, like weights
+            entry = {b"fmt": b"bin", b"data": batch.encode()}
+            if batch.names:
+                entry[b"names"] = wire.encode_names(batch.names)
+            entries.append(entry)
         try:
             ids = await self.storage.append(host.name, entries)
         except KeyError as exc:

@@ -18,7 +18,10 @@ Redis keys (``{m}`` is the model name, which is also the Redis Cluster hash tag)
     featurebudget:versions        pub/sub channel: "<model> <version>" on every publish
     featurebudget:jobs            pub/sub channel: "<model>" when a retrain job is queued
 
-A stream entry has a field ``data`` and an optional field ``fmt``:
+A stream entry has a field ``data``, an optional field ``fmt`` and, for hashed models, an
+optional field ``names``: a JSON object ``{"<index>": "<namespace>^<name>"}`` naming the
+hashed features of the entry (the API writes it for named features, so names are a fold
+over the log like the weights).
 
 * ``fmt=libsvm``: one or more ``label idx:val ...`` lines (``\\n``-separated), labels ±1;
   indices 1-based unless the model was created with ``libsvm_zero_based``.
@@ -120,6 +123,35 @@ def model_keys(model: str) -> list[str]:
 
 def pending_key(model: str, prediction_id: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:prediction:{prediction_id}"
+
+
+MAX_NAMES = 100_000
+
+
+def encode_names(names: dict[int, str]) -> bytes:
+    """The ``names`` field of an entry: ``{"index": "namespace^name"}`` as JSON."""
+    import json
+
+    return json.dumps({str(k): v for k, v in names.items()}, separators=(",", ":")).encode()
+
+
+def decode_names(raw, n_features: int) -> dict[int, str]:
+    """Parse and check a ``names`` field; WireFormatError when malformed."""
+    import json
+
+    try:
+        document = json.loads(bytes(raw))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WireFormatError(f"names is not a JSON object: {exc}") from exc
+    if not isinstance(document, dict) or len(document) > MAX_NAMES:
+        raise WireFormatError(f"names must be an object of at most {MAX_NAMES} entries")
+    out = {}
+    for key, value in document.items():
+        if not (key.isdigit() and int(key) < n_features and isinstance(value, str)
+                and len(value) <= 1024):
+            raise WireFormatError(f"names entry {key!r}: {value!r} is not index -> name")
+        out[int(key)] = value
+    return out
 
 
 class WireFormatError(ValueError):

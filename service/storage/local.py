@@ -12,7 +12,8 @@ Layout under the data directory::
     pending.journal                 pending predictions awaiting feedback (service.storage.pending)
 
 A log record is ``<u32 payload length><u32 crc32(seq + payload)><u64 seq>`` + payload, where
-the payload is one format byte (``b`` bin, ``j`` json, ``l`` libsvm) and the data. Ids are
+the payload is one format byte (``b`` bin, ``j`` json, ``l`` libsvm) and the data, or ``n``
+(bin with feature names): ``<u32 length>`` + the names (JSON) + the data. Ids are
 consecutive integers from 1. On open, each segment is scanned; the first record whose frame
 or checksum does not hold is a torn tail (a write cut short by a crash) and the segment is
 truncated there. A record is written with one ``write`` call before the append returns, so
@@ -40,6 +41,7 @@ from service.storage.pending import PendingJournal
 _FRAME = struct.Struct("<IIQ")
 _FORMAT_CODES = {b"bin": b"b", b"json": b"j", b"libsvm": b"l"}
 _FORMAT_NAMES = {v: k for k, v in _FORMAT_CODES.items()}
+_NAMES = struct.Struct("<I")
 MAX_RECORD = 1 << 30
 
 
@@ -122,8 +124,9 @@ class LocalLog:
     def last_seq(self) -> int:
         return self.segments[-1].next_seq - 1
 
-    def append(self, entries: list[tuple[bytes, bytes]]) -> list[str]:
-        """Append ``(format, data)`` records; one write call for the batch. O(bytes)."""
+    def append(self, entries: list[tuple]) -> list[str]:
+        """Append ``(format, data)`` or ``(format, data, names)`` records; one write call for
+        the batch. O(bytes)."""
         segment = self.segments[-1]
         if segment.size >= self.segment_bytes and segment.offsets:
             self._handle.close()
@@ -132,8 +135,11 @@ class LocalLog:
             self._handle = open(segment.path, "ab", buffering=0)  # noqa: SIM115
         chunks, ids, offsets = [], [], []
         seq, offset = segment.next_seq, segment.size
-        for fmt, data in entries:
-            payload = _FORMAT_CODES.get(fmt, b"l") + data
+        for fmt, data, *names in entries:
+            if names and names[0]:
+                payload = b"n" + _NAMES.pack(len(names[0])) + names[0] + data
+            else:
+                payload = _FORMAT_CODES.get(fmt, b"l") + data
             crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq)))
             chunks.append(_FRAME.pack(len(payload), crc, seq))
             chunks.append(payload)
@@ -173,9 +179,7 @@ class LocalLog:
                 for record_seq in range(seq, segment.first_seq + stop):
                     length, _, _ = _FRAME.unpack_from(data, offset)
                     payload = data[offset + _FRAME.size:offset + _FRAME.size + length]
-                    out.append(LogEntry(str(record_seq), {
-                        b"fmt": _FORMAT_NAMES.get(payload[:1], b"libsvm"),
-                        b"data": payload[1:]}))
+                    out.append(LogEntry(str(record_seq), _fields(payload)))
                     offset += _FRAME.size + length
                 seq = segment.first_seq + stop
             position += 1
@@ -190,6 +194,16 @@ class LocalLog:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+
+
+def _fields(payload: bytes) -> dict:
+    """A record's payload as stream-entry fields (``fmt``, ``data``, maybe ``names``)."""
+    if payload[:1] == b"n":
+        (length,) = _NAMES.unpack_from(payload, 1)
+        start = 1 + _NAMES.size
+        return {b"fmt": b"bin", b"names": payload[start:start + length],
+                b"data": payload[start + length:]}
+    return {b"fmt": _FORMAT_NAMES.get(payload[:1], b"libsvm"), b"data": payload[1:]}
 
 
 class _LocalReader(LogReader):
@@ -303,7 +317,8 @@ class LocalStorage(Storage):
 
     async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
         log = self._log(model)
-        return log.append([(e.get(b"fmt", b"bin"), e[b"data"]) for e in entries])
+        return log.append([(e.get(b"fmt", b"bin"), e[b"data"], e.get(b"names"))
+                           for e in entries])
 
     async def log_end(self, model: str) -> str | None:
         last = self._log(model).last_seq

@@ -4,6 +4,8 @@ budget on learners that do not select, the malformed-JSON field, read keys)."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -155,3 +157,36 @@ def test_a_run_of_creations_ends_in_a_clean_refusal(make_settings):
         assert client.post("/v1/models", json={"name": "m5", "algorithm": "sofs", "budget": 10,
                                                "hash_bits": 18}).status_code == 201
         assert client.get("/readyz").status_code == 200
+
+
+def test_feature_names_are_a_fold_over_the_log(make_settings, backend):
+    settings = make_settings()
+    examples = [{"features": {"words": {"cheap": 1.0, "offer": 0.5}}, "label": 1},
+                {"features": {"words": {"meeting": 1.0}, "meta": {"hour": 0.3}}, "label": -1}]
+    with TestClient(create_app(settings)) as client:
+        create(client, "h", algorithm="ogd", budget=None, n_features=None, hash_bits=12)
+        assert client.post("/v1/models/h/examples?wait=true",
+                           json={"examples": examples * 5}).status_code == 202
+        names = {f["name"] for f in client.get("/v1/models/h").json()["selected_features"]}
+        assert names == {"words^cheap", "words^offer", "words^meeting", "meta^hour"}
+        from service.ingest import parse_entry
+
+        storage = client.app.state.manager.storage
+        entries = client.portal.call(lambda: storage.read_range("h", None, 10))
+        assert b"names" in entries[0].fields  # the log entry carries the names
+        batch = parse_entry(entries[0].fields, 1 << 12, None)
+        assert set(batch.names.values()) == names
+    # a process that never saw the request (no snapshot with the names) replays them
+    if backend == "local":
+        (settings.data_dir / "models" / "h" / "snapshot.fbs").unlink()
+    else:
+        import redis
+
+        redis.Redis.from_url(settings.redis_url).delete(wire.snapshot_key("h"))
+    with TestClient(create_app(settings)) as client:
+        deadline = time.monotonic() + 30
+        while client.get("/v1/models/h").json()["examples_applied"] < 10:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        again = {f["name"] for f in client.get("/v1/models/h").json()["selected_features"]}
+        assert again == names
