@@ -166,8 +166,11 @@ def _finish(chunks: list[_Chunk], n_features: int | None, zero_based, source: st
         row = _row_of_entry(indptr, int(np.argmax(indices)))
         for chunk in chunks:
             if row < len(chunk.labels):
-                _fail(chunk, row, f"feature index {width - 1 + (zero_based is False)} is out "
-                      f"of range for {n_features} features", source)
+                shown = width - 1 + (zero_based is False)  # as written in the file
+                _fail(chunk, row, f"feature index {shown} is out of range for {n_features} "
+                      "features", source,
+                      lambda index, value, seen, shown=shown: "index" if index == shown
+                      else None)
             row -= len(chunk.labels)
     return CSRBatch(indptr.astype(np.int64, copy=False), indices.astype(np.int32, copy=False),
                     values, int(n_features)), labels

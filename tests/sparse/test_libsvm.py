@@ -278,3 +278,10 @@ def test_byte_counts_on_every_byte_value():
     data = bytes(range(256)) * 3 + b"\n\n::"
     buf = np.frombuffer(data, dtype=np.uint8)
     assert _count_bytes(buf) == (data.count(b"\n"), data.count(b":"))
+
+
+def test_an_out_of_range_index_error_points_at_its_column():
+    with pytest.raises(LibsvmFormatError) as caught:
+        parse_libsvm(b"1 2:1\n-1 3:1 12:2 4:1\n", n_features=10)
+    assert (caught.value.line, caught.value.column) == (2, 8)
+    assert "12" in caught.value.reason
