@@ -39,6 +39,14 @@ log = logging.getLogger("featurebudget.manager")
 _SCORE = struct.Struct("<d")
 
 
+class RepeatedRequest(Exception):  # noqa: N818 - a signal, not an error
+    """An Idempotency-Key seen before: nothing was appended; ``ids`` are the first ones."""
+
+    def __init__(self, ids: list[str]) -> None:
+        super().__init__("repeated request")
+        self.ids = ids
+
+
 class ModelManager:
     def __init__(self, storage: Storage, settings) -> None:
         self.storage = storage
@@ -193,8 +201,11 @@ class ModelManager:
                              log_end=log_end)
 
     # -------------------------------------------------------------- log
-    async def append(self, host: ModelHost, batches: list[ExampleBatch], fmt: str) -> list[str]:
-        """Append validated batches (one log entry each) in the binary format."""
+    async def append(self, host: ModelHost | BatchHost, batches: list[ExampleBatch], fmt: str,
+                     *, idempotency_key: str | None = None) -> list[str]:
+        """Append validated batches (one log entry each) in the binary format. With an
+        ``idempotency_key`` used before (within the retention) nothing is appended and the
+        first append's ids are answered (``host.last_repeat`` says so)."""
         entries = []
         for batch in batches:  # names travel in the entry: a fold over the log, like weights
             entry = {b"fmt": b"bin", b"data": batch.encode()}
@@ -202,9 +213,17 @@ class ModelManager:
                 entry[b"names"] = wire.encode_names(batch.names)
             entries.append(entry)
         try:
-            ids = await self.storage.append(host.name, entries)
+            if idempotency_key is None:
+                ids, repeat = await self.storage.append(host.name, entries), False
+            else:
+                ids, repeat = await self.storage.append_once(
+                    host.name, entries, idempotency_key,
+                    self.settings.idempotency_retention_seconds)
         except KeyError as exc:
             raise ModelNotFoundError(f"no model named {host.name!r}") from exc
+        if repeat:
+            metrics.EXAMPLES_REPEATED.labels(host.name).inc(sum(len(b) for b in batches))
+            raise RepeatedRequest(ids)
         metrics.EXAMPLES_INGESTED.labels(host.name, fmt).inc(sum(len(b) for b in batches))
         return ids
 

@@ -26,6 +26,10 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 EXAMPLES_INGESTED = Counter(
     "featurebudget_examples_ingested_total",
     "Examples appended to a model's log through the API", ["model", "format"])
+EXAMPLES_REPEATED = Counter(
+    "featurebudget_examples_repeated_total",
+    "Examples of retried requests (an Idempotency-Key seen before): not appended again",
+    ["model"])
 EXAMPLES_APPLIED = Counter(
     "featurebudget_examples_applied_total", "Examples folded into a learner", ["model"])
 EXAMPLES_REJECTED = Counter(

@@ -171,6 +171,8 @@ class ExamplesAccepted(BaseModel):
     accepted: int
     log_ids: list[str]
     applied: bool = False
+    repeated: bool = Field(default=False, description="an Idempotency-Key seen before: "
+                           "nothing was appended, log_ids are the first request's")
 
 
 class PredictRequest(BaseModel):

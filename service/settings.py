@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     trim_log: bool = True
     prediction_ttl_seconds: float = 3600.0
     wait_timeout_seconds: float = 60.0
+    idempotency_retention_seconds: float = 86_400.0  # how long an Idempotency-Key is kept
     autoclaim_idle_ms: int = 30_000
     deadletter_maxlen: int = 10_000
     lease_seconds: float = 10.0

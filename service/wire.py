@@ -7,6 +7,8 @@ Redis keys (``{m}`` is the model name, which is also the Redis Cluster hash tag)
     featurebudget:{m}:snapshot    the latest snapshot (state + id of the last applied entry)
     featurebudget:{m}:lease       which process folds the log into the learner
     featurebudget:{m}:applied     id of the last applied entry (for ?wait=true elsewhere)
+    featurebudget:{m}:idempotency hash: Idempotency-Key -> the log ids its request appended
+                                  (and idempotency_times: when, to expire old keys)
     featurebudget:{m}:batch       batch models: the fold's state (statistics / windows) + log id
     featurebudget:{m}:artifacts   batch models: hash version -> metadata (JSON)
     featurebudget:{m}:artifact:V  batch models: the fitted model of version V (safe format)
@@ -118,7 +120,16 @@ def model_keys(model: str) -> list[str]:
     """Every fixed key of one model (artifact blobs are listed in ``artifacts_key``)."""
     return [log_key(model), snapshot_key(model), deadletter_key(model), applied_key(model),
             lease_key(model), batch_state_key(model), artifacts_key(model), version_key(model),
-            version_seq_key(model), jobs_key(model), status_key(model)]
+            version_seq_key(model), jobs_key(model), status_key(model),
+            idempotency_key(model), idempotency_times_key(model)]
+
+
+def idempotency_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:idempotency"
+
+
+def idempotency_times_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:idempotency_times"
 
 
 def pending_key(model: str, prediction_id: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import orjson
 from fastapi import APIRouter, Request, Response
@@ -27,9 +28,11 @@ from service.errors import (
     item_error,
 )
 from service.ingest import decode_bin, parse_json_body, parse_json_examples, parse_libsvm_body
+from service.manager import RepeatedRequest
 from service.schemas import ExamplesAccepted, FeedbackRequest, FeedbackResponse, PredictResponse
 
 router = APIRouter(prefix="/v1/models/{model}", tags=["examples"])
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
 _BIG = 64 << 10  # parse bodies above this size in a worker thread
 
 
@@ -68,10 +71,18 @@ async def post_examples(model: str, request: Request, manager: Manager,
     except ServiceError:
         metrics.EXAMPLES_REJECTED.labels(host.name, "api").inc()
         raise
-    ids = await manager.append(host, [batch], fmt)
+    key = request.headers.get("idempotency-key")
+    if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise item_error("must be 1 to 128 visible ASCII characters", field="Idempotency-Key")
+    repeated = False
+    try:
+        ids = await manager.append(host, [batch], fmt, idempotency_key=key)
+    except RepeatedRequest as repeat:
+        ids, repeated = repeat.ids, True
     if wait:
         await manager.wait_applied(host, ids[-1])
-    return {"model": host.name, "accepted": len(batch), "log_ids": ids, "applied": wait}
+    return {"model": host.name, "accepted": len(batch), "log_ids": ids, "applied": wait,
+            "repeated": repeated}
 
 
 @router.post("/predict", response_model=PredictResponse, dependencies=[ReadAccess])

@@ -79,6 +79,13 @@ class Storage(abc.ABC):
         """Append entries atomically in order; return their ids (durable once returned)."""
 
     @abc.abstractmethod
+    async def append_once(self, model: str, entries: list[dict[bytes, bytes]], key: str,
+                          retention_seconds: float) -> tuple[list[str], bool]:
+        """Append like :meth:`append` unless ``key`` was used within the retention window:
+        then append nothing and answer the ids of the first append. The append and the key
+        are written in one step (a crash keeps both or neither). ``(ids, was_a_repeat)``."""
+
+    @abc.abstractmethod
     async def log_end(self, model: str) -> str | None: ...
 
     @abc.abstractmethod

@@ -13,7 +13,9 @@ Layout under the data directory::
 
 A log record is ``<u32 payload length><u32 crc32(seq + payload)><u64 seq>`` + payload, where
 the payload is one format byte (``b`` bin, ``j`` json, ``l`` libsvm) and the data, or ``n``
-(bin with feature names): ``<u32 length>`` + the names (JSON) + the data. Ids are
+(bin with feature names): ``<u32 length>`` + the names (JSON) + the data; a payload may be
+prefixed by ``k<u16 length><idempotency key>``: the key of the request that appended it,
+found again by the scan on open, so a retried request is recognized after a crash too. Ids are
 consecutive integers from 1. On open, each segment is scanned; the first record whose frame
 or checksum does not hold is a torn tail (a write cut short by a crash) and the segment is
 truncated there. A record is written with one ``write`` call before the append returns, so
@@ -33,6 +35,7 @@ import struct
 import time
 import uuid
 import zlib
+from collections import OrderedDict
 from pathlib import Path
 
 from service.storage.base import LogEntry, LogReader, Storage, id_key
@@ -42,6 +45,8 @@ _FRAME = struct.Struct("<IIQ")
 _FORMAT_CODES = {b"bin": b"b", b"json": b"j", b"libsvm": b"l"}
 _FORMAT_NAMES = {v: k for k, v in _FORMAT_CODES.items()}
 _NAMES = struct.Struct("<I")
+_KEY = struct.Struct("<H")
+KEYS_KEPT = 100_000  # idempotency keys remembered per model (the newest)
 MAX_RECORD = 1 << 30
 
 
@@ -85,6 +90,7 @@ class LocalLog:
         self.torn_bytes = 0
         self._handle = None
         self.appended = asyncio.Event()
+        self.keys: OrderedDict[bytes, str] = OrderedDict()  # idempotency key -> log id
         directory.mkdir(parents=True, exist_ok=True)
         for path in sorted(directory.glob("*.seg")):
             segment = _Segment(path, int(path.stem))
@@ -105,6 +111,9 @@ class LocalLog:
             payload = data[offset + _FRAME.size:end]
             if zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq))) != crc:
                 break
+            if payload[:1] == b"k":
+                (size,) = _KEY.unpack_from(payload, 1)
+                self._remember(bytes(payload[1 + _KEY.size:1 + _KEY.size + size]), str(seq))
             segment.offsets.append(offset)
             offset, seq = end, seq + 1
         if offset != len(data):  # torn tail: cut it off
@@ -124,9 +133,15 @@ class LocalLog:
     def last_seq(self) -> int:
         return self.segments[-1].next_seq - 1
 
-    def append(self, entries: list[tuple]) -> list[str]:
+    def _remember(self, key: bytes, log_id: str) -> None:
+        self.keys[key] = log_id
+        self.keys.move_to_end(key)
+        while len(self.keys) > KEYS_KEPT:
+            self.keys.popitem(last=False)
+
+    def append(self, entries: list[tuple], key: bytes | None = None) -> list[str]:
         """Append ``(format, data)`` or ``(format, data, names)`` records; one write call for
-        the batch. O(bytes)."""
+        the batch; ``key`` (an idempotency key) goes with the first record. O(bytes)."""
         segment = self.segments[-1]
         if segment.size >= self.segment_bytes and segment.offsets:
             self._handle.close()
@@ -135,11 +150,13 @@ class LocalLog:
             self._handle = open(segment.path, "ab", buffering=0)  # noqa: SIM115
         chunks, ids, offsets = [], [], []
         seq, offset = segment.next_seq, segment.size
-        for fmt, data, *names in entries:
+        for number, (fmt, data, *names) in enumerate(entries):
             if names and names[0]:
                 payload = b"n" + _NAMES.pack(len(names[0])) + names[0] + data
             else:
                 payload = _FORMAT_CODES.get(fmt, b"l") + data
+            if key is not None and number == 0:
+                payload = b"k" + _KEY.pack(len(key)) + key + payload
             crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq)))
             chunks.append(_FRAME.pack(len(payload), crc, seq))
             chunks.append(payload)
@@ -156,6 +173,8 @@ class LocalLog:
             os.fsync(self._handle.fileno())
         segment.offsets.extend(offsets)
         segment.size = offset
+        if key is not None:
+            self._remember(key, ids[0])
         self.appended.set()
         return ids
 
@@ -198,6 +217,9 @@ class LocalLog:
 
 def _fields(payload: bytes) -> dict:
     """A record's payload as stream-entry fields (``fmt``, ``data``, maybe ``names``)."""
+    if payload[:1] == b"k":  # the idempotency key: the fold does not need it
+        (size,) = _KEY.unpack_from(payload, 1)
+        payload = payload[1 + _KEY.size + size:]
     if payload[:1] == b"n":
         (length,) = _NAMES.unpack_from(payload, 1)
         start = 1 + _NAMES.size
@@ -319,6 +341,17 @@ class LocalStorage(Storage):
         log = self._log(model)
         return log.append([(e.get(b"fmt", b"bin"), e[b"data"], e.get(b"names"))
                            for e in entries])
+
+    async def append_once(self, model: str, entries: list[dict[bytes, bytes]], key: str,
+                          retention_seconds: float) -> tuple[list[str], bool]:
+        log = self._log(model)
+        raw = key.encode()
+        known = log.keys.get(raw)
+        if known is not None:
+            return [known], True
+        ids = log.append([(e.get(b"fmt", b"bin"), e[b"data"], e.get(b"names"))
+                          for e in entries], key=raw)
+        return ids, False
 
     async def log_end(self, model: str) -> str | None:
         last = self._log(model).last_seq

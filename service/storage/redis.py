@@ -91,6 +91,35 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """
 
+# Idempotent append. KEYS: the model's idempotency hash (key -> ids) and its time index
+# (sorted set), the log. ARGV: now ms, retention ms, the key, then fmt, data, names ('' =
+# none) per entry. Keys older than the retention are dropped first (a hundred a call); a
+# repeat answers the first append's ids and appends nothing.
+_APPEND_ONCE = """
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1] - ARGV[2], 'LIMIT', 0, 100)
+for _, old in ipairs(expired) do
+  redis.call('HDEL', KEYS[1], old)
+  redis.call('ZREM', KEYS[2], old)
+end
+local known = redis.call('HGET', KEYS[1], ARGV[3])
+if known then return {1, known} end
+local ids = {}
+for i = 4, #ARGV, 3 do
+  local id
+  if ARGV[i + 2] ~= '' then
+    id = redis.call('XADD', KEYS[3], '*', 'fmt', ARGV[i], 'data', ARGV[i + 1],
+                    'names', ARGV[i + 2])
+  else
+    id = redis.call('XADD', KEYS[3], '*', 'fmt', ARGV[i], 'data', ARGV[i + 1])
+  end
+  table.insert(ids, id)
+end
+local joined = table.concat(ids, ' ')
+redis.call('HSET', KEYS[1], ARGV[3], joined)
+redis.call('ZADD', KEYS[2], ARGV[1], ARGV[3])
+return {0, joined}
+"""
+
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -283,6 +312,7 @@ class RedisStorage(Storage):
         self._save_snapshot = self.client.register_script(_SAVE_SNAPSHOT)
         self._publish = self.client.register_script(_PUBLISH)
         self._create = self.client.register_script(_CREATE)
+        self._append_once = self.client.register_script(_APPEND_ONCE)
         self._set_current = self.client.register_script(_SET_CURRENT)
 
     async def close(self) -> None:
@@ -322,6 +352,16 @@ class RedisStorage(Storage):
                 pipe.xadd(key, entry)
             ids = await pipe.execute()
         return [_text(i) for i in ids]
+
+    async def append_once(self, model: str, entries: list[dict[bytes, bytes]], key: str,
+                          retention_seconds: float) -> tuple[list[str], bool]:
+        args: list = [int(time.time() * 1000), max(1, int(retention_seconds * 1000)), key]
+        for entry in entries:
+            args += [entry.get(b"fmt", b"bin"), entry[b"data"], entry.get(b"names", b"")]
+        repeat, joined = await self._append_once(
+            keys=[wire.idempotency_key(model), wire.idempotency_times_key(model),
+                  wire.log_key(model)], args=args)
+        return _text(joined).split(" "), bool(repeat)
 
     async def log_end(self, model: str) -> str | None:
         last = await self.client.xrevrange(wire.log_key(model), count=1)

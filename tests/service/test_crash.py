@@ -226,3 +226,51 @@ def _all_entries(r):
 
     for entry_id, fields in r.xrange(wire.log_key("m")):
         yield LogEntry(entry_id.decode(), fields)
+
+
+@pytest.mark.parametrize("backend_name", ["local", pytest.param("redis", marks=pytest.mark.redis)])
+def test_sigkill_with_a_retrying_client_applies_every_batch_exactly_once(
+        tmp_path, stream_data, backend_name, request):
+    """A client that retries each batch (same Idempotency-Key) until it is acknowledged,
+    while the server is killed at random moments: every batch ends in the log once."""
+    X, y = stream_data
+    redis_url = request.getfixturevalue("redis_url") if backend_name == "redis" else None
+    rng = random.Random(4242)
+    n_batches = X.n_rows // BATCH
+    server = Server(tmp_path, redis_url)
+    server.start()
+    assert httpx.post(f"{server.url}/v1/models", json=MODEL).status_code == 201
+    kills = 0
+    killer = threading.Timer(rng.uniform(0.1, 0.6), server.kill)
+    killer.start()
+    k = 0
+    while k < n_batches:
+        try:
+            with httpx.Client(base_url=server.url, timeout=10) as client:
+                response = client.post(
+                    "/v1/models/m/examples", content=encode(X, y, k),
+                    headers={"content-type": "application/octet-stream",
+                             "idempotency-key": f"batch-{k}"})
+            assert response.status_code == 202, response.text
+            k += 1
+        except httpx.HTTPError:  # killed mid-request: restart, then retry the same batch
+            killer.join()
+            server.kill()
+            kills += 1
+            server.start()
+            if kills < KILLS:
+                killer = threading.Timer(rng.uniform(0.1, 0.6), server.kill)
+                killer.start()
+    killer.cancel()
+    info = server.drain()
+    served = loads_state(httpx.get(f"{server.url}/v1/models/m/snapshot", timeout=30).content)
+    server.stop()
+    if redis_url:
+        entries = list(_all_entries(redis.Redis.from_url(redis_url)))
+    else:
+        log = LocalLog(tmp_path / "data/models/m/log", segment_bytes=1 << 30, fsync=False)
+        entries = log.read(0, 1 << 20)
+    payloads = [bytes(e.fields[b"data"]) for e in entries]
+    assert sorted(payloads) == sorted(encode(X, y, j) for j in range(n_batches))
+    assert kills >= 1
+    assert info["examples_applied"] == n_batches * BATCH == served["n_examples"]

@@ -190,3 +190,29 @@ def test_feature_names_are_a_fold_over_the_log(make_settings, backend):
             time.sleep(0.02)
         again = {f["name"] for f in client.get("/v1/models/h").json()["selected_features"]}
         assert again == names
+
+
+def test_a_retried_idempotency_key_appends_nothing_even_after_a_restart(make_settings):
+    settings = make_settings()
+    body = {"examples": [{"indices": [1, 4], "values": [1.0, -0.5], "label": 1}]}
+    with TestClient(create_app(settings)) as client:
+        create(client, "m", algorithm="pet", budget=3, n_features=10)
+        first = client.post("/v1/models/m/examples?wait=true", json=body,
+                            headers={"idempotency-key": "order-17"}).json()
+        again = client.post("/v1/models/m/examples?wait=true", json=body,
+                            headers={"idempotency-key": "order-17"}).json()
+        assert not first["repeated"] and again["repeated"]
+        assert again["log_ids"] == first["log_ids"]
+        other = client.post("/v1/models/m/examples", json=body,
+                            headers={"idempotency-key": "order-18"}).json()
+        assert other["log_ids"] != first["log_ids"]
+        bad = client.post("/v1/models/m/examples", json=body,
+                          headers={"idempotency-key": "has space"})
+        assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "Idempotency-Key"
+        log_end = client.get("/v1/models/m").json()["log_end"]
+    with TestClient(create_app(settings)) as client:  # the key is found again after restart
+        again = client.post("/v1/models/m/examples", json=body,
+                            headers={"idempotency-key": "order-17"}).json()
+        assert again["repeated"] and again["log_ids"] == first["log_ids"]
+        assert client.get("/v1/models/m").json()["log_end"] == log_end
+        assert gauge(client, "featurebudget_examples_repeated_total", "m") >= 1
