@@ -6,6 +6,7 @@ line here (see algorithms/README.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from algorithms.online.arow import AROW
@@ -21,9 +22,12 @@ LEARNERS: dict[str, type[OnlineLearner]] = {
 
 
 def learner_from_state(state: dict[str, Any]) -> OnlineLearner:
-    """Rebuild any learner from its :meth:`OnlineLearner.state_dict`."""
+    """Rebuild any learner from its :meth:`OnlineLearner.state_dict`; a ValueError naming
+    the member when ``state`` is not one a learner could have saved."""
+    if not isinstance(state, Mapping):
+        raise ValueError(f"state must be a dict, got {type(state).__name__}")
     name = state.get("algorithm")
-    if name not in LEARNERS:
+    if not isinstance(name, str) or name not in LEARNERS:
         raise ValueError(f"unknown algorithm {name!r}; known: {sorted(LEARNERS)}")
     return LEARNERS[name].from_state_dict(state)
 

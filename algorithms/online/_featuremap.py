@@ -29,7 +29,8 @@ from algorithms.online._hashmap import META_SIZE, ROW_FEATURE, _map_hash
 DIRECT_MAX_FEATURES = 1 << 21
 
 __all__ = ["DIRECT_MAX_FEATURES", "_map_delete", "_map_find", "_map_hash", "_map_insert",
-           "_map_lookup", "_map_rebuild", "allocate_map", "map_bytes", "rebuild_map"]
+           "_map_lookup", "_map_rebuild", "allocate_map", "check_map", "map_bytes",
+           "rebuild_map"]
 
 
 def _direct_dtype(capacity: int):
@@ -59,6 +60,28 @@ def rebuild_map(slot_ints: np.ndarray, meta: np.ndarray, template: np.ndarray) -
     entries = template.copy()
     _map_rebuild(slot_ints, entries, meta)
     return entries
+
+
+def check_map(map_entries: np.ndarray, slot_ints: np.ndarray, meta: np.ndarray) -> None:
+    """ValueError unless the map holds exactly the occupied slots (every kept feature at
+    its slot, the absent code everywhere else). Vectorized: O(d) direct, O(B) cuckoo."""
+    if map_entries.dtype == np.int64:
+        cuckoo.check_map(map_entries, slot_ints, meta)
+        return
+    size = int(meta[META_SIZE])
+    absent = slot_ints.shape[1]
+    features = slot_ints[ROW_FEATURE, :size]
+    if int(map_entries[-1]) != absent:
+        raise ValueError(f"feature map: the absent code is {int(map_entries[-1])}, "
+                         f"expected {absent}")
+    found = map_entries[features] == np.arange(size)
+    if not found.all():
+        slot = int(np.argmin(found))
+        raise ValueError(f"feature map: feature {int(features[slot])} is not found at its "
+                         f"slot {slot}")
+    if np.count_nonzero(map_entries[:-1] != absent) != size:
+        raise ValueError(f"feature map: {np.count_nonzero(map_entries[:-1] != absent)} "
+                         f"entries for {size} kept features")
 
 
 def _is_direct(map_entries) -> bool:

@@ -24,10 +24,36 @@ _MULTIPLIER_B = np.uint64(0xC2B2AE3D27D4EB4F)
 _MAX_KICKS = 64
 
 
+def map_shift(capacity: int) -> int:
+    """``meta[META_SHIFT]`` of a map for ``capacity`` keys: 64 - log2 of its entries."""
+    return 64 - max(int(4 * capacity - 1).bit_length(), 2)
+
+
 def allocate_map(capacity: int) -> tuple[np.ndarray, int]:
     """(entries, shift) of an empty map for ``capacity`` keys at load <= 1/4."""
-    bits = max(int(4 * capacity - 1).bit_length(), 2)
-    return np.full(1 << bits, EMPTY, dtype=np.int64), 64 - bits
+    shift = map_shift(capacity)
+    return np.full(1 << (64 - shift), EMPTY, dtype=np.int64), shift
+
+
+def check_map(map_entries: np.ndarray, slot_ints: np.ndarray, meta: np.ndarray) -> None:
+    """ValueError unless the map holds exactly the occupied slots: each slot's feature
+    found in one of its two buckets with its slot, every other entry EMPTY. Vectorized,
+    O(B) (``meta``'s size and shift must already be valid)."""
+    size = int(meta[META_SIZE])
+    features = slot_ints[ROW_FEATURE, :size].astype(np.uint64)
+    shift = np.uint64(meta[META_SHIFT])
+    mixed = features ^ meta[META_SEED:META_SEED + 1].astype(np.uint64)
+    entries = (features << _SLOT_BITS_U64) | np.arange(size, dtype=np.uint64)
+    held = map_entries.view(np.uint64)
+    found = ((held[(mixed * _MULTIPLIER_A) >> shift] == entries)
+             | (held[(mixed * _MULTIPLIER_B) >> shift] == entries))
+    if not found.all():
+        slot = int(np.argmin(found))
+        raise ValueError(f"feature map: feature {int(features[slot])} is not found at its "
+                         f"slot {slot}")
+    if np.count_nonzero(map_entries != EMPTY) != size:
+        raise ValueError(f"feature map: {np.count_nonzero(map_entries != EMPTY)} entries for "
+                         f"{size} kept features")
 
 
 @njit(cache=True, inline="always")

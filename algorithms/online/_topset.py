@@ -39,7 +39,7 @@ from algorithms.online._featuremap import (
     allocate_map,
     rebuild_map,  # a loaded state's map
 )
-from algorithms.online._hashmap import EMPTY, META_SIZE
+from algorithms.online._hashmap import EMPTY, META_SHIFT, META_SIZE, map_shift
 from algorithms.sparse._bytes import float_bits
 
 ROW_FEATURE, ROW_HEAP, ROW_POSITION, ROW_LOG = 0, 1, 2, 3
@@ -51,7 +51,7 @@ BELOW_ALL = np.iinfo(np.int64).max   # a bound feature ranking below any with it
 __all__ = ["EMPTY", "ROW_VALUE", "_admits", "_entry_bits", "_entry_key", "_logs_touches",
            "_longest_row", "_lower_bound_below", "_map_hash", "_map_lookup", "_offer", "_set_key",
            "_touch",
-           "allocate", "kept", "rebuild_map"]
+           "allocate", "check", "kept", "rebuild_map"]
 
 
 def allocate(capacity: int, n_features: int | None = None) -> dict[str, np.ndarray]:
@@ -67,6 +67,106 @@ def allocate(capacity: int, n_features: int | None = None) -> dict[str, np.ndarr
         "map_entries": map_entries,
         "meta": np.array([0, 0, shift, 0, EMPTY], dtype=np.int64),
     }
+
+
+def _fail(member: str, problem: str):
+    raise ValueError(f"state member {member!r}: {problem}")
+
+
+def _first(bad: np.ndarray) -> int:
+    return int(np.argmax(bad))
+
+
+def _ranks_below(key_a, feature_a, key_b, feature_b) -> np.ndarray:
+    """``_below`` over arrays."""
+    return (key_a < key_b) | ((key_a == key_b) & (feature_a > feature_b))
+
+
+def check(slot_ints: np.ndarray, slot_floats: np.ndarray, meta: np.ndarray, *,
+          n_features: int, keys_are_abs_values: bool) -> None:
+    """ValueError (naming the member) unless the arrays are a top set the kernels can run
+    on: what ``allocate``, ``_offer``, ``_touch`` / ``_set_key`` and ``_repair`` leave.
+    Shapes and dtypes must already be those of ``allocate`` (capacity C = the columns of
+    ``slot_ints``). Vectorized numpy, O(B log B); the map is checked after its rebuild
+    (``_featuremap.check_map``).
+
+    - meta: 0 <= size <= C; the hash shift of the capacity (it sizes the cuckoo buckets);
+      touch-log length REBUILD or in [0, C].
+    - slot_ints: the occupied slots 0..size-1 hold distinct features in [0, d) (and
+      < 2^31, the cuckoo packing); heap positions 0..size-1 a permutation of them with
+      ``position[heap[p]] == p``; the free slots and positions EMPTY; touch-log entries
+      EMPTY or occupied slots, the first ``logged`` occupied.
+    - slot_floats: finite (the absent column's key, the lower bound, may be +-inf, not
+      NaN); the absent column's value 0 (scores of absent features); free slots 0;
+      ``keys_are_abs_values``: each occupied key is |its value| (PET, FOFS).
+    - order: the lower bound ranks at or below every occupied slot; with the log not
+      marked REBUILD, the heap is ordered by the keys of the last repair (the current keys
+      with the logged old keys rolled back).
+    """
+    capacity = slot_ints.shape[1]
+    size, shift, logged = int(meta[META_SIZE]), int(meta[META_SHIFT]), int(meta[META_LOGGED])
+    if not 0 <= size <= capacity:
+        _fail("meta", f"size {size} is outside [0, {capacity}]")
+    if shift != map_shift(capacity):
+        _fail("meta", f"hash shift {shift}, expected {map_shift(capacity)} for capacity "
+                      f"{capacity}")
+    if logged != REBUILD and not 0 <= logged <= capacity:
+        _fail("meta", f"touch-log length {logged} is neither {REBUILD} nor in [0, {capacity}]")
+    features = slot_ints[ROW_FEATURE, :size]
+    limit = min(int(n_features), 1 << 31)
+    if size and (features.min() < 0 or features.max() >= limit):
+        bad = (features < 0) | (features >= limit)
+        _fail("slot_ints", f"slot {_first(bad)} holds feature {int(features[_first(bad)])}, "
+                           f"outside [0, {limit})")
+    if len(np.unique(features)) != size:
+        _fail("slot_ints", "a feature is kept in two slots")
+    for row, what in ((ROW_FEATURE, "feature"), (ROW_HEAP, "heap"), (ROW_POSITION, "position")):
+        unused = slot_ints[row, size:] != EMPTY
+        if unused.any():
+            _fail("slot_ints", f"{what} row: entry {size + _first(unused)} is past the size "
+                               f"{size} but not empty ({EMPTY})")
+    heap = slot_ints[ROW_HEAP, :size]
+    if size and (heap.min() < 0 or heap.max() >= size):
+        _fail("slot_ints", f"heap holds slots outside [0, {size})")
+    if not np.array_equal(slot_ints[ROW_POSITION][heap], np.arange(size)):
+        _fail("slot_ints", "heap and slot positions do not point at each other")
+    log = slot_ints[ROW_LOG]
+    if ((log < EMPTY) | (log >= size)).any() or (logged > 0 and log[:logged].min() < 0):
+        _fail("slot_ints", f"touch log holds entries that are not occupied slots ({logged} "
+                           f"logged, size {size})")
+
+    keys, values, old_keys = (slot_floats[ROW_KEY, :capacity], slot_floats[ROW_VALUE],
+                              slot_floats[ROW_OLD_KEY])
+    for array, what in ((keys, "keys"), (values, "values"), (old_keys, "logged keys")):
+        if not np.isfinite(array).all():
+            _fail("slot_floats", f"{what}: entry {_first(~np.isfinite(array))} is "
+                                 f"{float(array[_first(~np.isfinite(array))])}")
+    bound_key, bound_feature = slot_floats[ROW_KEY, capacity], meta[META_BOUND_FEATURE]
+    if np.isnan(bound_key):
+        _fail("slot_floats", "the lower bound is NaN")
+    if values[capacity] != 0.0:
+        _fail("slot_floats", f"the absent slot's value is {float(values[capacity])}, not 0")
+    if (keys[size:] != 0.0).any() or (values[size:capacity] != 0.0).any():
+        _fail("slot_floats", f"a free slot (past the size {size}) has a key or value")
+    if keys_are_abs_values and not np.array_equal(keys[:size], np.abs(values[:size])):
+        bad = keys[:size] != np.abs(values[:size])
+        _fail("slot_floats", f"slot {_first(bad)}: key {float(keys[_first(bad)])} is not "
+                             f"|value| = {abs(float(values[_first(bad)]))}")
+    below = _ranks_below(keys[:size], features, bound_key, bound_feature)
+    if below.any():
+        _fail("slot_floats", f"slot {_first(below)} ranks below the lower bound "
+                             f"({float(bound_key)}, feature {int(bound_feature)})")
+    if logged != REBUILD and size > 1:
+        ordered_keys = keys.copy()
+        if logged > 0:   # _repair's roll back: each logged slot gets its first old key
+            slots, first = np.unique(log[:logged], return_index=True)
+            ordered_keys[slots] = old_keys[first]
+        child = heap[1:]
+        parent = heap[(np.arange(1, size) - 1) >> 1]
+        wrong = _ranks_below(ordered_keys[child], slot_ints[ROW_FEATURE, child],
+                             ordered_keys[parent], slot_ints[ROW_FEATURE, parent])
+        if wrong.any():
+            _fail("slot_ints", f"heap position {1 + _first(wrong)} ranks below its parent")
 
 
 @njit(cache=True, inline="always")

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from algorithms.online._fused import fma
-from algorithms.online.base import OnlineLearner, check_positive
+from algorithms.online.base import OnlineLearner, check_finite, check_positive
 from algorithms.online.ogd import _dense_scores
 from algorithms.sparse._prefetch import stream_ahead
 
@@ -85,6 +85,22 @@ def _arow_fit(indptr, indices, values, labels, r, flat, scores):
     return updates
 
 
+def check_coefficients(index: np.ndarray, value: np.ndarray) -> None:
+    """ValueError unless the saved rows (features ``index``, (mu, Sigma) ``value``) hold
+    finite means and variances with |Sigma| <= 1. A variance starts at 1 and only shrinks;
+    it stays positive in exact arithmetic, but a step with r far below x' Sigma x (r = 1e-10,
+    |x| ~ 1e3) rounds it to 0 or a tiny negative value, which the kernels carry on with
+    (they read |Sigma|, SOFS's sign marks kept features): a snapshot holding one must still
+    load. O(rows saved): the other rows are the untouched (0, 1)."""
+    check_finite("coefficients_value", value, "entry")
+    bad = np.abs(value[:, SIGMA]) > 1.0
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise ValueError(f"state member 'coefficients_value': feature {int(index[row])} has "
+                         f"variance {float(value[row, SIGMA])}, expected |Sigma| <= 1 (it "
+                         f"starts at 1 and only shrinks)")
+
+
 class AROW(OnlineLearner):
     """AROW with a diagonal covariance (no selection; ``budget`` is ignored).
 
@@ -116,6 +132,9 @@ class AROW(OnlineLearner):
     def _score_rows(self, batch, scores) -> None:
         _dense_scores(batch.indptr, batch.indices, batch.values, self._coefficients[:, MEAN],
                       scores)
+
+    def _check_state(self, rows) -> None:
+        check_coefficients(*rows["coefficients"])
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         mean = self._coefficients[:, MEAN]

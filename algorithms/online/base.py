@@ -10,15 +10,19 @@ here, once per batch, never in the kernels.
 from __future__ import annotations
 
 import inspect
+import numbers
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
 from algorithms.online._featuremap import map_bytes
 from algorithms.sparse import CSRBatch, as_csr_batch
+from algorithms.sparse.csr import MAX_FEATURES
 
 _TOP_SET_BYTES_PER_SLOT = 4 * 8 + 3 * 8   # slot arrays (the feature map: ``map_bytes``)
 _SMALL_STATE_BYTES = 128   # a learner's fixed-size arrays (top set meta, FOFS's norm state)
+_MAX_COUNT = int(np.iinfo(np.int64).max)   # counters reach the kernels as float / int64
 
 
 class OnlineLearner:
@@ -42,8 +46,8 @@ class OnlineLearner:
     def __init__(self, *, n_features: int, budget: int | None = None) -> None:
         self.n_features = int(n_features)
         self.budget = None if budget is None else int(budget)
-        if self.n_features < 1:
-            raise ValueError(f"n_features must be >= 1, got {n_features}")
+        if not 1 <= self.n_features <= MAX_FEATURES:   # a batch's indices are int32
+            raise ValueError(f"n_features must be in [1, {MAX_FEATURES}], got {n_features}")
         if self.selects:
             if self.budget is None or self.budget < 1:
                 raise ValueError(f"{self.name}: budget must be an integer >= 1, got {budget}")
@@ -120,32 +124,89 @@ class OnlineLearner:
         return state
 
     @classmethod
+    def state_members(cls) -> frozenset[str]:
+        """The keys of :meth:`state_dict` (no more, no fewer)."""
+        keys = {"algorithm", "params", "n_examples", "n_updates", *cls._state_scalars,
+                *cls._state_arrays}
+        for key in cls._sparse_arrays:
+            keys |= {key + "_index", key + "_value"}
+        return frozenset(keys)
+
+    @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> OnlineLearner:
-        """Inverse of :meth:`state_dict`; validates names, shapes and dtypes."""
-        if state.get("algorithm") != cls.name:
-            raise ValueError(f"state is for {state.get('algorithm')!r}, not {cls.name!r}")
-        learner = cls(**state["params"])
-        learner.n_examples_ = int(state["n_examples"])
-        learner.n_updates_ = int(state["n_updates"])
+        """Inverse of :meth:`state_dict`. A ValueError naming the member unless ``state``
+        is one a learner of this class could have saved: exactly its members, params the
+        constructor accepts, counters 0 <= n_updates <= n_examples, arrays of the right
+        shapes and dtypes whose contents the kernels can run on (``_check_state``; index
+        ranges, structure, finite values). Vectorized, O(state size); nothing is checked
+        per example afterwards."""
+        if not isinstance(state, Mapping):
+            raise ValueError(f"state must be a dict, got {type(state).__name__}")
+        name = state.get("algorithm")
+        if not isinstance(name, str) or name != cls.name:
+            raise ValueError(f"state is for {name!r}, not {cls.name!r}")
+        expected = cls.state_members()
+        missing = sorted(expected.difference(state))
+        unknown = sorted(repr(key) for key in state if key not in expected)
+        if missing or unknown:
+            raise ValueError(f"state of {cls.name!r}: missing members {missing}, unknown "
+                             f"members [{', '.join(unknown)}]")
+        learner = cls._from_params(state["params"])
+        learner.n_examples_ = check_integer("n_examples", state["n_examples"], 0, _MAX_COUNT)
+        learner.n_updates_ = check_integer("n_updates", state["n_updates"], 0,
+                                           learner.n_examples_, "n_examples")
         for key in cls._state_scalars:
-            setattr(learner, "_" + key, type(getattr(learner, "_" + key))(state[key]))
+            setattr(learner, "_" + key, check_scalar(key, state[key],
+                                                     type(getattr(learner, "_" + key))))
         for key in cls._state_arrays:
             current = getattr(learner, "_" + key)
-            array = np.asarray(state[key])
+            array = as_array(key, state[key])
             if array.shape != current.shape or array.dtype != current.dtype:
                 raise ValueError(f"state array {key!r} has shape {array.shape} and dtype "
                                  f"{array.dtype}, expected {current.shape} {current.dtype}")
-            setattr(learner, "_" + key, np.array(array, copy=True))
+            setattr(learner, "_" + key, np.array(array, order="C", copy=True))
+        rows = {}
         for key in cls._sparse_arrays:
             dense = getattr(learner, "_" + key)
-            index = np.asarray(state[key + "_index"], dtype=np.int64)
-            value = np.asarray(state[key + "_value"], dtype=np.float64)
-            if index.ndim != 1 or value.shape != (len(index),) + dense.shape[1:] or (
-                    len(index) and (index.min() < 0 or index.max() >= len(dense))):
-                raise ValueError(f"state arrays {key}_index / {key}_value are inconsistent")
+            index, value = sparse_rows(key, state[key + "_index"], state[key + "_value"],
+                                       dense.shape)
             dense[index] = value
+            rows[key] = (index, value)
+        learner._check_state(rows)
         learner._after_load()
         return learner
+
+    @classmethod
+    def _from_params(cls, params: Any) -> OnlineLearner:
+        """The constructor on ``params``: each a known argument of its type (the
+        constructor checks the values); any failure a ValueError."""
+        if not isinstance(params, Mapping):
+            raise ValueError(f"state member 'params' must be a dict, got "
+                             f"{type(params).__name__}")
+        signature = inspect.signature(cls.__init__).parameters
+        for key, value in params.items():
+            parameter = signature.get(key) if isinstance(key, str) and key != "self" else None
+            if parameter is None:
+                raise ValueError(f"state member 'params': unknown parameter {key!r} of "
+                                 f"{cls.name!r}")
+            if key in ("n_features", "budget"):
+                kinds, what = (numbers.Integral,), "an integer"
+                if key == "budget" and not cls.selects:
+                    kinds, what = (numbers.Integral, type(None)), "an integer or None"
+            elif isinstance(parameter.default, float):
+                kinds, what = (numbers.Real,), "a number"
+            elif isinstance(parameter.default, str):
+                kinds, what = (str,), "a string"
+            else:
+                continue
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise ValueError(f"state member 'params': {key} must be {what}, got "
+                                 f"{value!r}")
+        try:
+            return cls(**params)
+        except (TypeError, ValueError, OverflowError, MemoryError) as exc:
+            raise ValueError(f"state member 'params' is invalid for {cls.name!r}: "
+                             f"{exc}") from exc
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -158,8 +219,13 @@ class OnlineLearner:
     def _score_rows(self, batch: CSRBatch, scores: np.ndarray) -> None:
         raise NotImplementedError
 
+    def _check_state(self, rows: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """ValueError (naming the member) unless the loaded arrays are a state the kernels
+        can run on; ``rows``: the saved (index, value) of each sparse array. Called by
+        ``from_state_dict`` before ``_after_load``; vectorized."""
+
     def _after_load(self) -> None:
-        """Rebuild derived structures after loading a state."""
+        """Rebuild derived structures after loading a state (checked by ``_check_state``)."""
 
     # ------------------------------------------------------------------ validation
     def _batch(self, X) -> CSRBatch:
@@ -184,3 +250,68 @@ def check_positive(name: str, value: float, *, allow_zero: bool = False) -> floa
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be finite and {bound}, got {value}")
     return value
+
+
+# ------------------------------------------------------------- loading a state's members
+def check_integer(member: str, value: Any, low: int, high: int, high_name: str = "") -> int:
+    """An integer (not a bool, float or string) in [low, high] as int; else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"state member {member!r} must be an integer, got {value!r}")
+    value = int(value)
+    if not low <= value <= high:
+        raise ValueError(f"state member {member!r} is {value}, outside [{low}, "
+                         f"{high_name or high}]")
+    return value
+
+
+def check_scalar(member: str, value: Any, kind: type) -> Any:
+    """A scalar state member of ``kind`` (int, or float: any finite real); else ValueError."""
+    if kind is int:
+        return check_integer(member, value, -_MAX_COUNT - 1, _MAX_COUNT)
+    if not isinstance(value, bool) and isinstance(value, numbers.Real):
+        try:
+            if np.isfinite(float(value)):
+                return kind(value)
+        except OverflowError:
+            pass
+    raise ValueError(f"state member {member!r} must be a finite number, got {value!r}")
+
+
+def as_array(member: str, value: Any) -> np.ndarray:
+    """``value`` as an array of a real numeric dtype (no object, string, complex)."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"state member {member!r} is not an array: {exc}") from exc
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"state member {member!r} has dtype {array.dtype}, not a number")
+    return array
+
+
+def sparse_rows(key: str, index: Any, value: Any, shape: tuple[int, ...]):
+    """(index int64, value float64) of a sparsely saved (d, k) array: strictly increasing
+    row indices in [0, d) and one row of k values each; else ValueError."""
+    index, value = as_array(key + "_index", index), as_array(key + "_value", value)
+    if index.dtype.kind not in "iu" or index.ndim != 1:
+        raise ValueError(f"state member {key + '_index'!r} must be a 1-D integer array, got "
+                         f"{index.dtype} of shape {index.shape}")
+    if value.dtype.kind not in "iuf" or value.shape != (len(index),) + tuple(shape[1:]):
+        raise ValueError(f"state member {key + '_value'!r} must be a numeric array of shape "
+                         f"{(len(index),) + tuple(shape[1:])}, got {value.dtype} "
+                         f"{value.shape}")
+    if len(index) and ((index.min() < 0) | (index.max() >= shape[0])):
+        raise ValueError(f"state member {key + '_index'!r} holds rows outside [0, "
+                         f"{shape[0]})")
+    index = index.astype(np.int64, copy=False)
+    if (np.diff(index) <= 0).any():
+        raise ValueError(f"state member {key + '_index'!r} is not strictly increasing")
+    return index, value.astype(np.float64, copy=False)
+
+
+def check_finite(member: str, array: np.ndarray, what: str = "entry") -> None:
+    """ValueError naming the first NaN or infinite entry of ``array``."""
+    finite = np.isfinite(array)
+    if not finite.all():
+        at = np.unravel_index(int(np.argmin(finite)), array.shape)
+        raise ValueError(f"state member {member!r}: {what} {tuple(map(int, at))} is "
+                         f"{float(array[at])}, not finite")

@@ -183,6 +183,18 @@ class FOFS(SelectingLearner):
             raise ValueError(f"lam * eta must be < 1, got {self.lam * self.eta}")
         self._norm_state = np.array([1.0, 0.0, 0.0])
 
+    def _check_state(self, rows) -> None:
+        super()._check_state(rows)
+        scale, squared, since = (float(v) for v in self._norm_state)
+        if not _SMALLEST_SCALE <= scale <= 1.0:   # shrinks, projects; folded below 1e-60
+            raise ValueError(f"state member 'norm_state': scale {scale} is outside "
+                             f"[{_SMALLEST_SCALE}, 1]")
+        if not math.isfinite(squared):
+            raise ValueError(f"state member 'norm_state': squared norm {squared} is not finite")
+        if not (since.is_integer() and 0 <= since < self._slot_ints.shape[1]):
+            raise ValueError(f"state member 'norm_state': updates since the exact norm "
+                             f"{since} is not an integer in [0, {self._slot_ints.shape[1]})")
+
     def _weight_scale(self) -> float:
         return float(self._norm_state[SCALE])
 

@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from algorithms.online.base import OnlineLearner, check_positive
+from algorithms.online.base import OnlineLearner, check_finite, check_positive
 from algorithms.sparse._prefetch import stream_ahead
 
 
@@ -100,6 +100,9 @@ class OGD(OnlineLearner):
 
     def _score_rows(self, batch, scores) -> None:
         _dense_scores(batch.indptr, batch.indices, batch.values, self._weights, scores)
+
+    def _check_state(self, rows) -> None:
+        check_finite("weights", self._weights, "weight")
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         index = np.flatnonzero(self._weights).astype(np.int64)

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from algorithms.online import _topset
+from algorithms.online import _featuremap, _topset
 from algorithms.online.base import OnlineLearner
 from algorithms.sparse import CSRBatch
 
@@ -23,6 +23,8 @@ class SelectingLearner(OnlineLearner):
     _state_arrays = ("slot_ints", "slot_floats", "meta")
     # The fit kernel's summation order, which decision_function repeats (see _score_rows)
     _two_lane_scores: ClassVar[bool] = True
+    # A kept feature's key is |its stored value| (PET, FOFS); SOFS keys variances
+    _keys_are_abs_values: ClassVar[bool] = True
 
     def __init__(self, *, n_features: int, budget: int) -> None:
         super().__init__(n_features=n_features, budget=budget)
@@ -30,9 +32,14 @@ class SelectingLearner(OnlineLearner):
         for key, array in arrays.items():
             setattr(self, "_" + key, array)
 
+    def _check_state(self, rows) -> None:
+        _topset.check(self._slot_ints, self._slot_floats, self._meta,
+                      n_features=self.n_features, keys_are_abs_values=self._keys_are_abs_values)
+
     def _after_load(self) -> None:
         self._map_entries = _topset.rebuild_map(self._slot_ints, self._meta,
                                                 self._map_entries)
+        _featuremap.check_map(self._map_entries, self._slot_ints, self._meta)
 
     def _weight_scale(self) -> float:
         """Factor from stored slot values to weights (FOFS keeps a lazy scale)."""

@@ -28,13 +28,20 @@ from algorithms.online._topset import (
     REBUILD,
     ROW_FEATURE,
     ROW_KEY,
+    ROW_VALUE,
     _admits,
     _entry_key,
     _longest_row,
     _offer,
     kept,
 )
-from algorithms.online.arow import MEAN, SIGMA, _margin_and_variance, _offset
+from algorithms.online.arow import (
+    MEAN,
+    SIGMA,
+    _margin_and_variance,
+    _offset,
+    check_coefficients,
+)
 from algorithms.online.base import check_positive
 from algorithms.online.ogd import _dense_scores
 from algorithms.online.selecting import SelectingLearner
@@ -161,6 +168,7 @@ class SOFS(SelectingLearner):
     """
 
     name = "sofs"
+    _keys_are_abs_values = False   # keys: -Sigma of the kept features, refreshed lazily
     _bytes_per_feature = 16
     _state_arrays = SelectingLearner._state_arrays
     _sparse_arrays = {"coefficients": (0.0, 1.0)}
@@ -183,6 +191,43 @@ class SOFS(SelectingLearner):
     def _score_rows(self, batch, scores) -> None:
         _dense_scores(batch.indptr, batch.indices, batch.values, self._coefficients[:, MEAN],
                       scores)
+
+    def _check_state(self, rows) -> None:
+        """The top set, the coefficients, and their agreement: the kept features are
+        exactly those with a negative stored Sigma, only they have a non-zero mean, and the
+        slots' stored values are 0 (the weights live in the coefficients). O(B + rows)."""
+        super()._check_state(rows)
+        if self._meta[META_LOGGED] > 0:
+            raise ValueError("state member 'meta': SOFS marks its heap for a rebuild, it "
+                             f"never logs touches (log length {int(self._meta[META_LOGGED])})")
+        index, value = rows["coefficients"]
+        check_coefficients(index, value)
+        if (self._slot_floats[ROW_VALUE] != 0.0).any():
+            raise ValueError("state member 'slot_floats': SOFS keeps its weights in the "
+                             "coefficients, a slot's stored value must be 0")
+        features = self._slot_ints[ROW_FEATURE, :self._meta[META_SIZE]]
+        kept_mask = np.signbit(value[:, SIGMA])   # untouched rows (0, 1): not kept
+        unmarked = ~np.signbit(self._coefficients[features, SIGMA])
+        if unmarked.any() or np.count_nonzero(kept_mask) != len(features):
+            raise ValueError(f"state members 'coefficients_value' and 'slot_ints': "
+                             f"{np.count_nonzero(kept_mask)} features are marked kept (a "
+                             f"negative Sigma), {len(features)} are kept, "
+                             f"{np.count_nonzero(unmarked)} of them unmarked")
+        # A key is -Sigma when the feature entered or the keys were refreshed; variances
+        # only shrink, so |key| >= |Sigma|, equal while no kept feature has been touched
+        # since (log 0). (Not key <= 0: a step rounding Sigma below 0 enters as +|Sigma|.)
+        keys = np.abs(self._slot_floats[ROW_KEY, :len(features)])
+        sigma = np.abs(self._coefficients[features, SIGMA])
+        stale = keys != sigma if self._meta[META_LOGGED] == 0 else keys < sigma
+        if stale.any():
+            raise ValueError(f"state member 'slot_floats': slot {int(np.argmax(stale))} has "
+                             f"key {float(self._slot_floats[ROW_KEY, np.argmax(stale)])}, "
+                             f"its feature's variance is {float(sigma[np.argmax(stale)])}")
+        stray = (value[:, MEAN] != 0.0) & ~kept_mask
+        if stray.any():
+            raise ValueError(f"state member 'coefficients_value': feature "
+                             f"{int(index[np.argmax(stray)])} is not kept but has mean "
+                             f"{float(value[np.argmax(stray), MEAN])}")
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         features, _ = kept(self._slot_ints, self._slot_floats, self._meta)
