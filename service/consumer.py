@@ -54,6 +54,34 @@ def parser_pool() -> ThreadPoolExecutor:
 Parsed = list[Future]  # per entry: ExampleBatch, or the reason it is rejected (str)
 
 
+async def save_fenced(storage: Storage, settings, model: str, blob: bytes,
+                      log_id: str | None, process_id: str, started: float) -> bool:
+    """Write a fold's snapshot with its log id, fenced by the lease, then trim the log below
+    it; False (and nothing trimmed) when the write was refused: the lease was lost."""
+    owner = process_id if storage.shared else None
+    if not await storage.save_snapshot(model, blob, log_id, owner=owner):
+        metrics.SNAPSHOTS_REFUSED.labels(model).inc()
+        log.warning("snapshot of model %s refused: another process holds its lease", model)
+        return False
+    metrics.SNAPSHOTS.labels(model).inc()
+    metrics.SNAPSHOT_SECONDS.labels(model).observe(time.perf_counter() - started)
+    if settings.trim_log and log_id:
+        await storage.trim(model, log_id)
+    return True
+
+
+async def report_applied(storage: Storage, model: str, n: int,
+                         rejected: list[tuple[LogEntry, str]], started: float) -> None:
+    """After a micro-batch: its rejected entries to the dead letters, and the counters."""
+    for entry, reason in rejected:
+        await storage.deadletter(model, entry, reason)
+        metrics.DEADLETTER_ENTRIES.labels(model).inc()
+        metrics.EXAMPLES_REJECTED.labels(model, "stream").inc()
+    if n:
+        metrics.EXAMPLES_APPLIED.labels(model).inc(n)
+    metrics.UPDATE_SECONDS.labels(model).observe(time.perf_counter() - started)
+
+
 class ModelFold:
     def __init__(self, host: ModelHost, storage: Storage, settings, process_id: str) -> None:
         self.host = host
@@ -201,13 +229,7 @@ class ModelFold:
         rejected: list[tuple[LogEntry, str]] = []
         if fresh:
             n, rejected = await asyncio.to_thread(self._apply_parsed, fresh)
-            for entry, reason in rejected:
-                await self.storage.deadletter(host.name, entry, reason)
-                metrics.DEADLETTER_ENTRIES.labels(host.name).inc()
-                metrics.EXAMPLES_REJECTED.labels(host.name, "stream").inc()
-            if n:
-                metrics.EXAMPLES_APPLIED.labels(host.name).inc(n)
-            metrics.UPDATE_SECONDS.labels(host.name).observe(time.perf_counter() - started)
+            await report_applied(self.storage, host.name, n, rejected, started)
             self._observe(fresh[-1][0].id)
         await self.reader.ack([e.id for e in entries])
         if self.storage.shared and host.applied_id:
@@ -249,18 +271,11 @@ class ModelFold:
         host = self.host
         started = time.perf_counter()
         blob, log_id = await asyncio.to_thread(host.snapshot_blob, reset=True)
-        owner = self.process_id if self.storage.shared else None
-        if not await self.storage.save_snapshot(host.name, blob, log_id, owner=owner):
+        if not await save_fenced(self.storage, self.settings, host.name, blob, log_id,
+                                 self.process_id, started):
             host.owner = False  # lost the model meanwhile: the new owner snapshots and trims
             self.reader = None
-            metrics.SNAPSHOTS_REFUSED.labels(host.name).inc()
-            log.warning("snapshot of model %s refused: another process holds its lease",
-                        host.name)
             return False
         host.snapshot_id = log_id
         host.last_snapshot_time = time.monotonic()
-        metrics.SNAPSHOTS.labels(host.name).inc()
-        metrics.SNAPSHOT_SECONDS.labels(host.name).observe(time.perf_counter() - started)
-        if self.settings.trim_log and log_id:
-            await self.storage.trim(host.name, log_id)
         return True

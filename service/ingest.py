@@ -321,10 +321,8 @@ def parse_libsvm_body(body: bytes, n_features: int, *, zero_based: bool = False,
 
 # ---------------------------------------------------------------- stream entries
 
-def parse_entry(fields: dict, n_features: int, hasher: Hasher | None, *,
-                zero_based: bool = False) -> ExampleBatch:
-    """A log / stream entry (fields ``data`` and optional ``fmt``) -> batch. ``data`` may be
-    any buffer (the Redis reader gives big values as uint8 arrays)."""
+def entry_payload(fields: dict) -> tuple:
+    """``(data, format)`` of a log / stream entry (``fmt`` inferred when absent)."""
     data = fields.get(b"data", fields.get("data"))
     if data is None:
         raise item_error("entry has no 'data' field", field="data")
@@ -332,6 +330,14 @@ def parse_entry(fields: dict, n_features: int, hasher: Hasher | None, *,
         data = data.encode()
     fmt = fields.get(b"fmt", fields.get("fmt"))
     fmt = fmt.decode() if isinstance(fmt, bytes) else (fmt or wire.infer_format(data))
+    return data, fmt
+
+
+def parse_entry(fields: dict, n_features: int, hasher: Hasher | None, *,
+                zero_based: bool = False) -> ExampleBatch:
+    """A log / stream entry (fields ``data`` and optional ``fmt``) -> batch. ``data`` may be
+    any buffer (the Redis reader gives big values as uint8 arrays)."""
+    data, fmt = entry_payload(fields)
     if fmt == "bin":
         batch = decode_bin(data, n_features)
         raw_names = fields.get(b"names", fields.get("names"))

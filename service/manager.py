@@ -39,6 +39,20 @@ log = logging.getLogger("featurebudget.manager")
 _SCORE = struct.Struct("<d")
 
 
+async def wait_position(storage: Storage, model: str, log_id: str, timeout: float,
+                        local=None) -> bool:
+    """Until ``log_id`` is applied: through this process's fold (``local(log_id, timeout)``)
+    when it folds the model, else by the position the folding process publishes."""
+    if local is not None:
+        return await local(log_id, timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if id_key(await storage.applied_position(model)) >= id_key(log_id):
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
 class RepeatedRequest(Exception):  # noqa: N818 - a signal, not an error
     """An Idempotency-Key seen before: nothing was appended; ``ids`` are the first ones."""
 
@@ -229,19 +243,14 @@ class ModelManager:
 
     async def wait_applied(self, host: ModelHost | BatchHost, log_id: str) -> None:
         if isinstance(host, BatchHost):
-            return await self.batch.wait_applied(host, log_id)
-        timeout = self.settings.wait_timeout_seconds
-        if not self.storage.shared or host.owner:
-            if await host.wait_applied(log_id, timeout):
-                return
+            fold = self.batch.fold(host.name)
+            local = fold.wait_applied if fold is not None and fold.owner else None
         else:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                position = await self.storage.applied_position(host.name)
-                if id_key(position) >= id_key(log_id):
-                    return
-                await asyncio.sleep(0.02)
-        raise WaitTimeoutError(f"entries up to {log_id} were not applied within {timeout} s")
+            local = host.wait_applied if not self.storage.shared or host.owner else None
+        timeout = self.settings.wait_timeout_seconds
+        if not await wait_position(self.storage, host.name, log_id, timeout, local):
+            raise WaitTimeoutError(f"entries up to {log_id} were not applied within {timeout} "
+                                   "s; they are in the log and will be")
 
     # -------------------------------------------------------------- predictions
     async def predict(self, host: ModelHost, batch: ExampleBatch,

@@ -14,10 +14,15 @@ import numpy as np
 import orjson
 
 from algorithms.sparse._validate import MAX_ABS_VALUE
-from service import wire
 from service.batch.spec import BatchLayout
 from service.errors import InputError, MalformedBodyError, UnsupportedMediaTypeError, item_error
-from service.ingest import ExampleBatch, decode_bin, parse_libsvm_body, validate_csr
+from service.ingest import (
+    ExampleBatch,
+    decode_bin,
+    entry_payload,
+    parse_libsvm_body,
+    validate_csr,
+)
 
 
 def target_field(task: str) -> str:
@@ -199,13 +204,7 @@ def parse_batch_body(body: bytes, media_type: str, layout: BatchLayout, task: st
 def parse_batch_entry(fields: dict, layout: BatchLayout, task: str, *,
                       zero_based: bool = False) -> ExampleBatch:
     """A log / stream entry of a batch model -> batch with float64 targets."""
-    data = fields.get(b"data", fields.get("data"))
-    if data is None:
-        raise item_error("entry has no 'data' field", field="data")
-    if isinstance(data, str):
-        data = data.encode()
-    fmt = fields.get(b"fmt", fields.get("fmt"))
-    fmt = fmt.decode() if isinstance(fmt, bytes) else (fmt or wire.infer_format(data))
+    data, fmt = entry_payload(fields)
     if fmt == "bin":
         return _binary(data, layout, task, keep_raw=False)
     if fmt == "json":

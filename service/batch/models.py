@@ -27,7 +27,6 @@ from service.errors import (
     ConflictError,
     InputError,
     NotFoundError,
-    WaitTimeoutError,
     item_error,
 )
 from service.schemas import ModelCreate, ModelSpec
@@ -142,22 +141,6 @@ class BatchModels:
             "log_position": status["applied_id"], "log_end": log_end,
             "owner": bool(fold is not None and fold.owner),
             "serving_error": host.load_error}
-
-    async def wait_applied(self, host: BatchHost, log_id: str) -> None:
-        timeout = self.settings.wait_timeout_seconds
-        fold = self.fold(host.name)
-        if fold is not None and fold.owner:
-            if await fold.wait_applied(log_id, timeout):
-                return
-        else:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                position = await self.storage.applied_position(host.name)
-                if id_key(position) >= id_key(log_id):
-                    return
-                await asyncio.sleep(0.02)
-        raise WaitTimeoutError(f"examples up to log id {log_id} were not folded within "
-                               f"{timeout} s; they are in the log and will be")
 
     # ------------------------------------------------------------------ jobs
     async def retrain(self, host: BatchHost) -> dict[str, Any]:

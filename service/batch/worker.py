@@ -39,6 +39,7 @@ from service.batch.fit import FitError, fit
 from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
+from service.consumer import report_applied, save_fenced
 from service.errors import InputError
 from service.schemas import ModelSpec
 from service.storage import LogEntry, Storage, id_key
@@ -217,13 +218,7 @@ class BatchFold:
         fresh = [e for e in entries if id_key(e.id) > applied]
         if fresh:
             n, rejected = await asyncio.to_thread(self._apply_entries, fresh)
-            for entry, reason in rejected:
-                await self.storage.deadletter(self.name, entry, reason)
-                metrics.DEADLETTER_ENTRIES.labels(self.name).inc()
-                metrics.EXAMPLES_REJECTED.labels(self.name, "stream").inc()
-            if n:
-                metrics.EXAMPLES_APPLIED.labels(self.name).inc(n)
-            metrics.UPDATE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
+            await report_applied(self.storage, self.name, n, rejected, started)
         await self.reader.ack([e.id for e in entries])
         if self.storage.shared and self.state.applied_id:
             await self.storage.publish_applied(self.name, self.state.applied_id)
@@ -282,19 +277,14 @@ class BatchFold:
     async def snapshot(self) -> bool:
         started = time.perf_counter()
         blob, log_id = await asyncio.to_thread(self.fold_blob)
-        owner = self.process_id if self.storage.shared else None
-        if not await self.storage.save_snapshot(self.name, blob, log_id, owner=owner):
+        if not await save_fenced(self.storage, self.settings, self.name, blob, log_id,
+                                 self.process_id, started):
             self.owner = False
             self.reader = None
-            metrics.SNAPSHOTS_REFUSED.labels(self.name).inc()
             return False
         self.snapshot_id = log_id
         self.since_snapshot = 0
         self.last_snapshot_time = time.monotonic()
-        metrics.SNAPSHOTS.labels(self.name).inc()
-        metrics.SNAPSHOT_SECONDS.labels(self.name).observe(time.perf_counter() - started)
-        if self.settings.trim_log and log_id:
-            await self.storage.trim(self.name, log_id)
         return True
 
     def fold_blob(self) -> tuple[bytes, str | None]:
