@@ -47,6 +47,12 @@ class Accepted:
     accepted: int
     log_ids: list[str]
     applied: bool
+    repeated: bool = False  # an idempotency key seen before: nothing appended again
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Accepted:
+        names = ("model", "accepted", "log_ids", "applied", "repeated")
+        return cls(**{k: data[k] for k in names if k in data})
 
 
 @dataclass
@@ -221,6 +227,10 @@ def _check(response: httpx.Response) -> httpx.Response:
     return response
 
 
+def _key_header(idempotency_key: str | None) -> dict[str, str]:
+    return {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
+
+
 def _headers(api_key: str | None) -> dict[str, str]:
     return {"X-API-Key": api_key} if api_key else {}
 
@@ -314,24 +324,30 @@ class FeaturebudgetClient:
     def features(self, name: str) -> list[dict[str, Any]]:
         return _check(self.http.get(f"/v1/models/{name}/features")).json()
 
-    def post_examples(self, name: str, examples: list[Example], *,
-                      wait: bool = False) -> Accepted:
+    def post_examples(self, name: str, examples: list[Example], *, wait: bool = False,
+                      idempotency_key: str | None = None) -> Accepted:
+        """Append examples; a retry with the same ``idempotency_key`` appends nothing."""
         response = self.http.post(f"/v1/models/{name}/examples", json={"examples": examples},
-                                  params={"wait": "true"} if wait else None)
-        return Accepted(**_check(response).json())
+                                  params={"wait": "true"} if wait else None,
+                                  headers=_key_header(idempotency_key))
+        return Accepted.from_json(_check(response).json())
 
-    def post_libsvm(self, name: str, text: bytes | str, *, wait: bool = False) -> Accepted:
+    def post_libsvm(self, name: str, text: bytes | str, *, wait: bool = False,
+                    idempotency_key: str | None = None) -> Accepted:
         response = self.http.post(f"/v1/models/{name}/examples",
                                   content=text.encode() if isinstance(text, str) else text,
-                                  headers={"Content-Type": "text/plain"},
+                                  headers={"Content-Type": "text/plain",
+                                           **_key_header(idempotency_key)},
                                   params={"wait": "true"} if wait else None)
-        return Accepted(**_check(response).json())
+        return Accepted.from_json(_check(response).json())
 
-    def post_binary(self, name: str, payload: bytes, *, wait: bool = False) -> Accepted:
+    def post_binary(self, name: str, payload: bytes, *, wait: bool = False,
+                    idempotency_key: str | None = None) -> Accepted:
         response = self.http.post(f"/v1/models/{name}/examples", content=payload,
-                                  headers={"Content-Type": "application/octet-stream"},
+                                  headers={"Content-Type": "application/octet-stream",
+                                           **_key_header(idempotency_key)},
                                   params={"wait": "true"} if wait else None)
-        return Accepted(**_check(response).json())
+        return Accepted.from_json(_check(response).json())
 
     def predict(self, name: str, examples: list[Example], *,
                 return_prediction_ids: bool = False) -> Prediction:
@@ -471,26 +487,30 @@ class AsyncFeaturebudgetClient:
     async def features(self, name: str) -> list[dict[str, Any]]:
         return _check(await self.http.get(f"/v1/models/{name}/features")).json()
 
-    async def post_examples(self, name: str, examples: list[Example], *,
-                            wait: bool = False) -> Accepted:
+    async def post_examples(self, name: str, examples: list[Example], *, wait: bool = False,
+                            idempotency_key: str | None = None) -> Accepted:
         response = await self.http.post(f"/v1/models/{name}/examples",
                                         json={"examples": examples},
-                                        params={"wait": "true"} if wait else None)
-        return Accepted(**_check(response).json())
+                                        params={"wait": "true"} if wait else None,
+                                        headers=_key_header(idempotency_key))
+        return Accepted.from_json(_check(response).json())
 
-    async def post_libsvm(self, name: str, text: bytes | str, *,
-                          wait: bool = False) -> Accepted:
+    async def post_libsvm(self, name: str, text: bytes | str, *, wait: bool = False,
+                          idempotency_key: str | None = None) -> Accepted:
         response = await self.http.post(
             f"/v1/models/{name}/examples",
             content=text.encode() if isinstance(text, str) else text,
-            headers={"Content-Type": "text/plain"}, params={"wait": "true"} if wait else None)
-        return Accepted(**_check(response).json())
+            headers={"Content-Type": "text/plain", **_key_header(idempotency_key)},
+            params={"wait": "true"} if wait else None)
+        return Accepted.from_json(_check(response).json())
 
-    async def post_binary(self, name: str, payload: bytes, *, wait: bool = False) -> Accepted:
+    async def post_binary(self, name: str, payload: bytes, *, wait: bool = False,
+                          idempotency_key: str | None = None) -> Accepted:
         response = await self.http.post(f"/v1/models/{name}/examples", content=payload,
-                                        headers={"Content-Type": "application/octet-stream"},
+                                        headers={"Content-Type": "application/octet-stream",
+                                                 **_key_header(idempotency_key)},
                                         params={"wait": "true"} if wait else None)
-        return Accepted(**_check(response).json())
+        return Accepted.from_json(_check(response).json())
 
     async def predict(self, name: str, examples: list[Example], *,
                       return_prediction_ids: bool = False) -> Prediction:

@@ -155,3 +155,22 @@ def test_stream_loader_and_producer(tmp_path, data, redis_url):  # noqa: F811
         state = loads_state(http.get("/v1/models/m/snapshot").content)
     assert same_state(state, oracle(X, y, 261).state_dict())
     assert REDIS_URL
+
+
+def test_a_retried_post_with_the_same_idempotency_key_appends_once(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from clients.http import FeaturebudgetClient
+    from service.app import create_app
+    from service.settings import Settings
+
+    app = create_app(Settings(data_dir=tmp_path / "data", consumer_block_ms=50))
+    with TestClient(app) as transport:
+        client = FeaturebudgetClient("http://testserver")
+        client.http = transport
+        client.create_model("m", algorithm="pet", n_features=10, budget=3)
+        example = [{"indices": [1], "values": [1.0], "label": 1}]
+        first = client.post_examples("m", example, wait=True, idempotency_key="k-1")
+        again = client.post_examples("m", example, wait=True, idempotency_key="k-1")
+        assert not first.repeated and again.repeated and again.log_ids == first.log_ids
+        assert client.get_model("m").examples_applied == 1
