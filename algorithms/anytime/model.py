@@ -253,6 +253,14 @@ class AnytimeLinearModel:
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> AnytimeLinearModel:
+        """Inverse of :meth:`state_dict`; contents checked (ValueError)."""
+        try:
+            return cls._from_state_dict(state)
+        except (KeyError, TypeError, OverflowError, IndexError) as exc:
+            raise ValueError(f"anytime state is incomplete or malformed: {exc!r}") from exc
+
+    @classmethod
+    def _from_state_dict(cls, state: dict[str, Any]) -> AnytimeLinearModel:
         if state.get("kind") != _KIND:
             raise ValueError("not an anytime-linear-model state")
         sizes = np.asarray(state["group_sizes"], dtype=np.int64)
@@ -272,8 +280,36 @@ class AnytimeLinearModel:
         gram[np.triu_indices(D)] = np.asarray(state["gram_upper"], dtype=np.float64)
         model.gram_ = gram + np.triu(gram, 1).T
         model.validation_explained_variance_ = state.get("validation_explained_variance")
+        model._check_fitted()
         model._reset_caches()
         return model
+
+    def _check_fitted(self) -> None:
+        """What serving assumes of a loaded state (ValueError otherwise): groups disjoint and
+        in range, a sequence of distinct groups, every array of its shape and finite. O(D²)."""
+        D = self.n_features_in_
+        if not 1 <= D < 2**31 or self.method not in METHODS:
+            raise ValueError("anytime state: bad n_features_in or method")
+        groups, costs = normalize_groups(self.groups_, self.costs_, D)
+        J, order = len(groups), np.asarray(self.sequence_)
+        if order.ndim != 1 or order.dtype.kind not in "iu" or len(np.unique(order)) != len(order) \
+                or (order.size and (order.min() < 0 or order.max() >= J)):
+            raise ValueError("anytime state: the sequence must hold distinct group ids")
+        P = len(order) + 1
+        shapes = {"coef_path_": (P, D), "intercept_path_": (P,), "cumulative_cost_": (P,),
+                  "objective_path_": (P,), "train_explained_variance_": (P,),
+                  "x_mean_": (D,), "x_scale_": (D,), "correlation_": (D,), "gram_": (D, D)}
+        for name, shape in shapes.items():
+            array = np.asarray(getattr(self, name), dtype=np.float64)
+            if array.shape != shape or not np.all(np.isfinite(array)):
+                raise ValueError(f"anytime state: {name} must be finite of shape {shape}")
+        if np.any(np.asarray(self.x_scale_) <= 0) or not self.y_scale_ > 0 or \
+                not np.isfinite(self.y_mean_) or not np.isfinite(self.y_scale_):
+            raise ValueError("anytime state: scales must be finite and > 0")
+        validation = self.validation_explained_variance_
+        if validation is not None and np.asarray(validation).shape != (P,):
+            raise ValueError("anytime state: validation_explained_variance has the wrong shape")
+        self.groups_, self.costs_ = groups, costs
 
     def to_bytes(self) -> bytes:
         """Compact, pickle-free archive (see ``algorithms.serialization``)."""

@@ -434,15 +434,54 @@ class GBFS:
             ends = np.cumsum(np.asarray(state["feature_groups_sizes"], dtype=np.int64))
             parts = np.split(members, ends[:-1]) if len(ends) else []
             groups = [part.tolist() for part in parts]
-        model = cls(**params, feature_costs=state.get("feature_costs"),
-                    feature_groups=groups, group_costs=state.get("group_costs"))
-        model.base_score_ = float(state["base_score_"])
-        model.n_features_in_ = int(state["n_features_in_"])
-        for name in _ARRAYS + (("classes_",) if model.loss == "logistic" else ()):
-            setattr(model, name, np.asarray(state[name]))
-        model.selected_groups_, model.group_entry_iteration_ = _first_uses(
-            model.tree_feature_, model._group_of())
+        try:
+            model = cls(**params, feature_costs=state.get("feature_costs"),
+                        feature_groups=groups, group_costs=state.get("group_costs"))
+            model.base_score_ = float(state["base_score_"])
+            model.n_features_in_ = int(state["n_features_in_"])
+            for name in _ARRAYS + (("classes_",) if model.loss == "logistic" else ()):
+                setattr(model, name, np.asarray(state[name]))
+            model._check_fitted()
+            model.selected_groups_, model.group_entry_iteration_ = _first_uses(
+                model.tree_feature_, model._group_of())
+        except (KeyError, TypeError, OverflowError, IndexError) as exc:
+            raise ValueError(f"GBFS state is incomplete or malformed: {exc!r}") from exc
         return model
+
+    def _check_fitted(self) -> None:
+        """What the prediction kernels assume of a loaded state (ValueError otherwise):
+        heap-shaped trees whose splits name features in [0, d) with finite thresholds and
+        leaves only on the last level, finite values and base score. O(T·2^D + d)."""
+        d = self.n_features_in_
+        self._check_params(d)
+        if not 1 <= d < 2**31 or not np.isfinite(self.base_score_):
+            raise ValueError("GBFS state: bad n_features_in_ or base_score_")
+        n_nodes = 2 ** (int(self.max_depth) + 1) - 1
+        feature = self.tree_feature_
+        shape = (int(self.n_estimators), n_nodes)
+        for name in ("tree_feature_", "tree_threshold_", "tree_split_value_", "tree_value_"):
+            array = getattr(self, name)
+            if array.shape != shape:
+                raise ValueError(f"GBFS state: {name} has shape {array.shape}, expected {shape}")
+        if feature.dtype != np.int32 or self.tree_threshold_.dtype != np.int32:
+            raise ValueError("GBFS state: tree_feature_ and tree_threshold_ must be int32")
+        if feature.size and (feature.min() < -1 or feature.max() >= d):
+            raise ValueError(f"GBFS state: a split names a feature outside [0, {d})")
+        inner = 2 ** int(self.max_depth) - 1  # nodes below this have children in the heap
+        if np.any(feature[:, inner:] >= 0):
+            raise ValueError("GBFS state: a node of the last level splits")
+        for name in ("tree_split_value_", "tree_value_", "train_loss_", "bin_edges_"):
+            values = np.asarray(getattr(self, name), dtype=np.float64)
+            if not np.all(np.isfinite(values)):
+                raise ValueError(f"GBFS state: {name} holds NaN or infinite values")
+        offsets = np.asarray(self.bin_offsets_)
+        if offsets.shape != (d + 1,) or offsets[0] != 0 or np.any(np.diff(offsets) < 0) or \
+                offsets[-1] != len(self.bin_edges_):
+            raise ValueError("GBFS state: bin_offsets_ do not index bin_edges_")
+        for name in ("selected_features_", "feature_entry_iteration_"):
+            values = np.asarray(getattr(self, name))
+            if values.size and (values.min() < 0 or values.max() >= max(d, shape[0])):
+                raise ValueError(f"GBFS state: {name} holds an out-of-range value")
 
     def to_bytes(self) -> bytes:
         """:meth:`state_dict` serialized with :func:`algorithms.serialization.dumps_state`."""

@@ -536,3 +536,30 @@ def test_stream_entries_json_bin_and_libsvm_fold_like_rest(make_settings, backen
         np.testing.assert_allclose(answer["predictions"], reference.predict(X[300:320]),
                                    rtol=1e-10)
         connection.close()
+
+
+@pytest.mark.parametrize(("algorithm", "key", "value"), [
+    ("gbfs", "tree_feature_", lambda a: np.full_like(a, 10**6)),
+    ("gbfs", "tree_value_", lambda a: np.full_like(a, np.nan)),
+    ("cs-g-omp", "sequence", lambda a: np.full_like(a, 99)),
+    ("cs-g-omp", "coef_path", lambda a: a[:1]),
+])
+def test_a_crafted_artifact_in_a_snapshot_is_refused(batch_client, algorithm, key, value):
+    from algorithms.serialization import dumps_state, loads_state
+
+    X, y = diabetes()
+    create_batch(batch_client, algorithm=algorithm, params={"n_estimators": 5}
+                 if algorithm == "gbfs" else {})
+    post_named(batch_client, "d", X, y, 0, 200)
+    assert retrain(batch_client)["version"] == 1
+    snapshot = loads_state(batch_client.get("/v1/models/d/snapshot").content)
+    artifact = loads_state(snapshot["svc_artifact"].tobytes())
+    model = loads_state(artifact["model"].tobytes())
+    model[key] = value(np.asarray(model[key]))
+    artifact["model"] = np.frombuffer(dumps_state(model), dtype=np.uint8)
+    snapshot["svc_artifact"] = np.frombuffer(dumps_state(artifact), dtype=np.uint8)
+    response = batch_client.put("/v1/models/d/snapshot", content=dumps_state(snapshot))
+    assert response.status_code == 422, response.text
+    rows = named_examples(X, None, DIABETES_GROUPS, 0, 3)
+    answer = batch_client.post("/v1/models/d/predict", json={"examples": rows})
+    assert answer.status_code == 200 and answer.json()["version"] == 1
