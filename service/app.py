@@ -5,6 +5,7 @@ it writes a final snapshot of each model and closes storage."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import time
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ from fastapi.responses import Response
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from service import wire
 from service.allocator import retain_freed_memory
@@ -109,6 +111,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await asyncio.to_thread(warm_batch_kernels)
         log.warning("kernels ready in %.1f s", time.perf_counter() - started)
         await manager.start()
+        # everything loaded so far (modules, numba dispatchers, models) lives as long as the
+        # process: out of the collector's way, so full collections scan only what requests
+        # make (they took ~100 ms over ~180,000 start-up objects, stalling predictions)
+        gc.collect()
+        gc.freeze()
         log.info("featurebudget ready on the %s backend (%d models)", storage.kind,
                  len(manager.hosts) + len(manager.batch.hosts))
         try:
@@ -151,6 +158,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   type(exc).__name__, exc)
         return problem(503, "Storage unavailable", f"{type(exc).__name__}: {exc}",
                        headers={"Retry-After": "1"})
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, exc: ClientDisconnect) -> Response:
+        """The client closed the connection before its body arrived: nothing to answer."""
+        log.info("client disconnected during %s %s", request.method, request.url.path)
+        return problem(400, "Client disconnected", "the request body was cut short")
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> Response:

@@ -385,12 +385,13 @@ class LocalStorage(Storage):
         directory = self._dir(model)  # one process owns the data directory: no lease to check
         if not directory.exists():
             return False
-        atomic_write(directory / "snapshot.fbs", blob)
+        # the write and its fsyncs take up to ~100 ms: off the event loop
+        await asyncio.to_thread(atomic_write, directory / "snapshot.fbs", blob)
         return True
 
     async def load_snapshot(self, model: str) -> bytes | None:
         path = self._dir(model) / "snapshot.fbs"
-        return path.read_bytes() if path.exists() else None
+        return await asyncio.to_thread(path.read_bytes) if path.exists() else None
 
     async def snapshot_position(self, model: str) -> str | None:
         return None
@@ -425,8 +426,8 @@ class LocalStorage(Storage):
             return False
         directory = self._artifacts(model)
         directory.mkdir(exist_ok=True)
-        atomic_write(directory / f"{int(version)}.fba", blob)
-        atomic_write(directory / f"{int(version)}.json", meta)
+        await asyncio.to_thread(atomic_write, directory / f"{int(version)}.fba", blob)
+        await asyncio.to_thread(atomic_write, directory / f"{int(version)}.json", meta)
         atomic_write(self._dir(model) / "version", str(int(version)).encode())
         self._notify(model, int(version))
         return True
