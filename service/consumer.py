@@ -178,6 +178,8 @@ class ModelFold:
         owner = await self.storage.acquire_lease(host.name, self.process_id,
                                                  self.settings.lease_seconds)
         self.last_lease = now
+        if owner:
+            await self.storage.heartbeat(host.name, self.process_id)
         if owner and not host.owner:  # became the owner: start from the newest snapshot
             blob = await self.storage.load_snapshot(host.name)
             if blob is not None:

@@ -214,6 +214,19 @@ class ModelManager:
         return host.describe(features=features, limit=self.settings.selected_features_max,
                              log_end=log_end)
 
+    async def unfolded_models(self) -> list[str]:
+        """Models whose folding process stopped renewing its lease (e.g. killed): nothing is
+        folded until the lease expires and another process takes over. One line each."""
+        if not self.storage.shared:
+            return []
+        names = [*self.hosts, *self.batch.hosts]
+        limit = self.settings.lease_seconds * 2 / 3  # renewals come every lease / 3
+        return [f"model {name}: not folded for {age:.1f} s (process {owner} stopped "
+                f"renewing its lease; another takes over within "
+                f"{max(0.0, self.settings.lease_seconds - age):.1f} s)"
+                for name, (age, owner) in sorted((await self.storage.heartbeats(names)).items())
+                if age > limit]
+
     # -------------------------------------------------------------- log
     async def append(self, host: ModelHost | BatchHost, batches: list[ExampleBatch], fmt: str,
                      *, idempotency_key: str | None = None) -> list[str]:

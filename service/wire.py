@@ -6,6 +6,7 @@ Redis keys (``{m}`` is the model name, which is also the Redis Cluster hash tag)
     featurebudget:{m}:deadletter  malformed log entries, with the reason
     featurebudget:{m}:snapshot    the latest snapshot (state + id of the last applied entry)
     featurebudget:{m}:lease       which process folds the log into the learner
+    featurebudget:{m}:heartbeat   "<time> <process>" of the folding process's last lease renewal
     featurebudget:{m}:applied     id of the last applied entry (for ?wait=true elsewhere)
     featurebudget:{m}:idempotency hash: Idempotency-Key -> the log ids its request appended
                                   (and idempotency_times: when, to expire old keys)
@@ -88,6 +89,10 @@ def applied_key(model: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:applied"
 
 
+def heartbeat_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:heartbeat"
+
+
 def batch_state_key(model: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:batch"
 
@@ -121,7 +126,7 @@ def model_keys(model: str) -> list[str]:
     return [log_key(model), snapshot_key(model), deadletter_key(model), applied_key(model),
             lease_key(model), batch_state_key(model), artifacts_key(model), version_key(model),
             version_seq_key(model), jobs_key(model), status_key(model),
-            idempotency_key(model), idempotency_times_key(model)]
+            idempotency_key(model), idempotency_times_key(model), heartbeat_key(model)]
 
 
 def idempotency_key(model: str) -> str:

@@ -29,6 +29,11 @@ async def readyz(manager: Manager) -> Response:
         body = {"status": "starting", "backend": manager.storage.kind,
                 "detail": "models are being restored"}
         return Response(orjson.dumps(body), status_code=503, media_type="application/json")
+    stale = await manager.unfolded_models()
+    if stale:
+        body = {"status": "degraded", "backend": manager.storage.kind,
+                "detail": "; ".join(stale), "unfolded": stale}
+        return Response(orjson.dumps(body), status_code=503, media_type="application/json")
     if manager.failed:
         body = {"status": "degraded", "backend": manager.storage.kind,
                 "detail": "; ".join(f"{k}: {v}" for k, v in manager.failed.items())}

@@ -163,6 +163,8 @@ class BatchFold:
         owner = await self.storage.acquire_lease(self.name, self.process_id,
                                                  self.settings.lease_seconds)
         self.last_lease = now
+        if owner:
+            await self.storage.heartbeat(self.name, self.process_id)
         if owner and not self.owner:
             await self._take_over()
         if not owner:

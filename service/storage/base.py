@@ -137,6 +137,14 @@ class Storage(abc.ABC):
     async def publish_applied(self, model: str, log_id: str) -> None:  # noqa: B027
         pass
 
+    async def heartbeat(self, model: str, owner: str) -> None:  # noqa: B027
+        """The folding process says it is alive (with each lease renewal)."""
+
+    async def heartbeats(self, models: list[str]) -> dict[str, tuple[float, str]]:
+        """Model -> (seconds since its folding process's last heartbeat, that process);
+        models without one are left out. Empty on a single-process backend."""
+        return {}
+
     async def applied_position(self, model: str) -> str | None:
         return None
 

@@ -31,7 +31,7 @@ end
 return 0
 """
 _RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1], KEYS[2]) end
 return 0
 """
 # Fenced snapshot write. KEYS: snapshot hash, lease. ARGV: state, log id, owner ('' = no
@@ -422,10 +422,25 @@ class RedisStorage(Storage):
         return bool(await self.client.set(wire.lease_key(model), owner, nx=True, px=ttl_ms))
 
     async def release_lease(self, model: str, owner: str) -> None:
-        await self._release(keys=[wire.lease_key(model)], args=[owner])
+        await self._release(keys=[wire.lease_key(model), wire.heartbeat_key(model)],
+                            args=[owner])  # a clean hand-over: no stale heartbeat
 
     async def publish_applied(self, model: str, log_id: str) -> None:
         await self.client.set(wire.applied_key(model), log_id)
+
+    async def heartbeat(self, model: str, owner: str) -> None:
+        await self.client.set(wire.heartbeat_key(model), f"{time.time()!r} {owner}")
+
+    async def heartbeats(self, models: list[str]) -> dict[str, tuple[float, str]]:
+        if not models:
+            return {}
+        values = await self.client.mget([wire.heartbeat_key(m) for m in models])
+        now, out = time.time(), {}
+        for model, value in zip(models, values, strict=True):
+            if value:
+                stamp, _, owner = _text(value).partition(" ")
+                out[model] = (max(0.0, now - float(stamp)), owner)
+        return out
 
     async def applied_position(self, model: str) -> str | None:
         value = await self.client.get(wire.applied_key(model))

@@ -216,3 +216,29 @@ def test_a_retried_idempotency_key_appends_nothing_even_after_a_restart(make_set
         assert again["repeated"] and again["log_ids"] == first["log_ids"]
         assert client.get("/v1/models/m").json()["log_end"] == log_end
         assert gauge(client, "featurebudget_examples_repeated_total", "m") >= 1
+
+
+@pytest.mark.redis
+def test_readyz_says_when_a_model_is_not_folded(redis_url, make_settings, backend):
+    if backend != "redis":
+        pytest.skip("several processes share a model only on Redis")
+    import redis
+
+    connection = redis.Redis.from_url(redis_url)
+    with TestClient(create_app(make_settings(lease_seconds=1.0))) as client:
+        create(client, "m", algorithm="pet", budget=3, n_features=10)
+        deadline = time.monotonic() + 10
+        while connection.get(wire.heartbeat_key("m")) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert client.get("/readyz").status_code == 200
+        # as a killed owner leaves it: a heartbeat that stopped long ago
+        connection.set(wire.heartbeat_key("m"), f"{time.time() - 5.0!r} dead:1:x")
+        response = client.get("/readyz")
+        assert response.status_code == 503 and "model m: not folded" in response.text
+        deadline = time.monotonic() + 10
+        while client.get("/readyz").status_code != 200:  # the live owner renews
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert connection.get(wire.heartbeat_key("m")) is None  # released on a clean stop
+    connection.close()
