@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import re
 import time
 from contextlib import asynccontextmanager
 
@@ -23,6 +24,7 @@ from starlette.requests import ClientDisconnect
 from service import wire
 from service.allocator import retain_freed_memory
 from service.api import batch, examples, health, models, snapshots
+from service.api.openapi import ERROR_RESPONSES
 from service.errors import ServiceError
 from service.manager import ModelManager
 from service.settings import Settings
@@ -89,6 +91,25 @@ class BodyLimitMiddleware:
         await self.app(scope, receive, send)
 
 
+def _allowed(app: FastAPI, request: Request) -> list[str]:
+    """The methods the app answers at the request's path (from its OpenAPI paths, so every
+    route counts, wherever it was included)."""
+    table = getattr(app.state, "allowed_methods", None)
+    if table is None:
+        table = []
+        for path, item in app.openapi()["paths"].items():
+            pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path))
+            table.append((re.compile(f"^{pattern}$"), {m.upper() for m in item}))
+        app.state.allowed_methods = table
+    methods: set[str] = set()
+    for regex, verbs in table:
+        if regex.match(request.url.path):
+            methods |= verbs
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
@@ -128,9 +149,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.key_roles = settings.key_roles()
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    for router in (models.router, examples.router, batch.router, snapshots.router,
-                   health.router, batch.ui):
-        app.include_router(router)
+    for router in (models.router, examples.router, batch.router, snapshots.router, batch.ui):
+        app.include_router(router, responses=ERROR_RESPONSES)
+    app.include_router(health.router)
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> Response:
@@ -176,7 +197,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         titles = {401: "Unauthorized", 403: "Forbidden", 404: "Not found",
                   405: "Method not allowed"}
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # every method of every route at this path
+            headers = {**(headers or {}), "Allow": ", ".join(_allowed(app, request))}
         return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail),
-                       headers=getattr(exc, "headers", None))
+                       headers=headers)
 
     return app

@@ -34,7 +34,14 @@ class ModelCreate(BaseModel):
     ``n_features`` and ``hash_bits``. Batch models (the anytime family, ``gbfs``, ``nvsd``):
     ``groups`` (named features, costs) and ``task``; no feature space of their own."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
+        {"required": ["n_features"], "not": {"anyOf": [{"required": ["hash_bits"]},
+                                                        {"required": ["groups"]}]}},
+        {"required": ["hash_bits"], "not": {"anyOf": [{"required": ["n_features"]},
+                                                       {"required": ["groups"]}]}},
+        {"required": ["groups"], "not": {"anyOf": [{"required": ["n_features"]},
+                                                    {"required": ["hash_bits"]}]}},
+    ]})
 
     name: str = Field(pattern=MODEL_NAME_PATTERN)
     algorithm: Literal["pet", "fofs", "sofs", "ogd", "arow", "cs-g-omp", "cs-g-fr",

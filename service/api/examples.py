@@ -17,6 +17,7 @@ from service.api.deps import (
     read_body,
     require_write,
 )
+from service.api.openapi import EXAMPLES_BODY, PREDICT_BODY
 from service.batch.host import BatchHost
 from service.batch.ingest import parse_batch_body
 from service.errors import (
@@ -57,6 +58,7 @@ def _parse_examples(body: bytes, media_type: str, host):
 
 
 @router.post("/examples", status_code=202, response_model=ExamplesAccepted,
+             openapi_extra=EXAMPLES_BODY,
              dependencies=[WriteAccess])
 async def post_examples(model: str, request: Request, manager: Manager,
                         settings: AppSettings, wait: bool = False) -> dict:
@@ -85,7 +87,8 @@ async def post_examples(model: str, request: Request, manager: Manager,
             "repeated": repeated}
 
 
-@router.post("/predict", response_model=PredictResponse, dependencies=[ReadAccess])
+@router.post("/predict", response_model=PredictResponse, dependencies=[ReadAccess],
+             openapi_extra=PREDICT_BODY)
 async def predict(model: str, request: Request, manager: Manager,
                   settings: AppSettings) -> Response:
     host = await manager.get(model)
