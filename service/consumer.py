@@ -54,6 +54,30 @@ def parser_pool() -> ThreadPoolExecutor:
 Parsed = list[Future]  # per entry: ExampleBatch, or the reason it is rejected (str)
 
 
+class Lease:
+    """A fold's hold on its model's lease: renewed every ``lease_seconds / 3`` (with a
+    heartbeat that ``/readyz`` reads), not more often."""
+
+    def __init__(self, storage: Storage, settings, model: str, process_id: str) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.model = model
+        self.process_id = process_id
+        self.last = 0.0
+
+    async def renew(self, owner: bool) -> bool:
+        """Whether this process owns the model now; ``owner``: whether it did so far."""
+        now = time.monotonic()
+        if owner and now - self.last < self.settings.lease_seconds / 3:
+            return True
+        held = await self.storage.acquire_lease(self.model, self.process_id,
+                                                self.settings.lease_seconds)
+        self.last = now
+        if held:
+            await self.storage.heartbeat(self.model, self.process_id)
+        return held
+
+
 async def save_fenced(storage: Storage, settings, model: str, blob: bytes,
                       log_id: str | None, process_id: str, started: float) -> bool:
     """Write a fold's snapshot with its log id, fenced by the lease, then trim the log below
@@ -91,7 +115,7 @@ class ModelFold:
         self.reader = None
         self._stop = asyncio.Event()
         self.task: asyncio.Task | None = None
-        self.last_lease = 0.0
+        self.lease = Lease(storage, settings, host.name, process_id)
         self._prefetch: asyncio.Task | None = None
         self._entry_bytes = 0  # size of the biggest entry of the last read
         if not storage.shared:
@@ -172,14 +196,7 @@ class ModelFold:
         if not self.storage.shared:
             host.owner = True
             return True
-        now = time.monotonic()
-        if host.owner and now - self.last_lease < self.settings.lease_seconds / 3:
-            return True
-        owner = await self.storage.acquire_lease(host.name, self.process_id,
-                                                 self.settings.lease_seconds)
-        self.last_lease = now
-        if owner:
-            await self.storage.heartbeat(host.name, self.process_id)
+        owner = await self.lease.renew(host.owner)
         if owner and not host.owner:  # became the owner: start from the newest snapshot
             blob = await self.storage.load_snapshot(host.name)
             if blob is not None:

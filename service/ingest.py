@@ -176,18 +176,23 @@ def parse_json_body(body: bytes, n_features: int, hasher: Hasher | None, *,
     return parse_json_examples(document, n_features, hasher, require_labels=require_labels)
 
 
-def parse_json_examples(document, n_features: int, hasher: Hasher | None, *,
-                        require_labels: bool = True) -> ExampleBatch:
+def document_items(document) -> list:
+    """The examples of ``{"examples": [...]}``, a bare list, or one example object."""
     if isinstance(document, dict) and "examples" in document:
         items = document["examples"]
         if not isinstance(items, list):
             raise item_error("must be a list of examples", field="examples")
-    elif isinstance(document, dict):
-        items = [document]
-    elif isinstance(document, list):
-        items = document
-    else:
-        raise item_error("expected an object or a list of examples", field="examples")
+        return items
+    if isinstance(document, dict):
+        return [document]
+    if isinstance(document, list):
+        return document
+    raise item_error("expected an object or a list of examples", field="examples")
+
+
+def parse_json_examples(document, n_features: int, hasher: Hasher | None, *,
+                        require_labels: bool = True) -> ExampleBatch:
+    items = document_items(document)
     if not items:
         raise item_error("the batch holds no examples", field="examples")
     n = len(items)

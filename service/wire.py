@@ -10,7 +10,6 @@ Redis keys (``{m}`` is the model name, which is also the Redis Cluster hash tag)
     featurebudget:{m}:applied     id of the last applied entry (for ?wait=true elsewhere)
     featurebudget:{m}:idempotency hash: Idempotency-Key -> the log ids its request appended
                                   (and idempotency_times: when, to expire old keys)
-    featurebudget:{m}:batch       batch models: the fold's state (statistics / windows) + log id
     featurebudget:{m}:artifacts   batch models: hash version -> metadata (JSON)
     featurebudget:{m}:artifact:V  batch models: the fitted model of version V (safe format)
     featurebudget:{m}:version     batch models: the version every API process serves
@@ -93,10 +92,6 @@ def heartbeat_key(model: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:heartbeat"
 
 
-def batch_state_key(model: str) -> str:
-    return f"{KEY_PREFIX}:{{{model}}}:batch"
-
-
 def artifacts_key(model: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:artifacts"
 
@@ -124,7 +119,7 @@ def status_key(model: str) -> str:
 def model_keys(model: str) -> list[str]:
     """Every fixed key of one model (artifact blobs are listed in ``artifacts_key``)."""
     return [log_key(model), snapshot_key(model), deadletter_key(model), applied_key(model),
-            lease_key(model), batch_state_key(model), artifacts_key(model), version_key(model),
+            lease_key(model), artifacts_key(model), version_key(model),
             version_seq_key(model), jobs_key(model), status_key(model),
             idempotency_key(model), idempotency_times_key(model), heartbeat_key(model)]
 

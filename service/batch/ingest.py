@@ -19,6 +19,7 @@ from service.errors import InputError, MalformedBodyError, UnsupportedMediaTypeE
 from service.ingest import (
     ExampleBatch,
     decode_bin,
+    document_items,
     entry_payload,
     parse_libsvm_body,
     validate_csr,
@@ -150,15 +151,8 @@ def _indexed(item: dict, i: int, n_features: int) -> tuple[np.ndarray, np.ndarra
 def parse_batch_document(document, layout: BatchLayout, task: str, *,
                          require_targets: bool = True) -> tuple[ExampleBatch, np.ndarray]:
     """``{"examples": [...]}``, a bare list, or one example object."""
-    if isinstance(document, dict) and "examples" in document:
-        items = document["examples"]
-    elif isinstance(document, dict):
-        items = [document]
-    elif isinstance(document, list):
-        items = document
-    else:
-        raise item_error("expected an object or a list of examples", field="examples")
-    return parse_batch_items(items, layout, task, require_targets=require_targets)
+    return parse_batch_items(document_items(document), layout, task,
+                             require_targets=require_targets)
 
 
 def _json(body: bytes):

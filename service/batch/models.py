@@ -22,7 +22,7 @@ from service.batch.fit import check_estimator
 from service.batch.host import BatchHost
 from service.batch.ingest import parse_batch_items
 from service.batch.spec import memory_bytes, split_params
-from service.batch.worker import BatchWorker, load_fold_blob, new_job
+from service.batch.worker import BatchWorker, new_job
 from service.errors import (
     ConflictError,
     InputError,
@@ -348,4 +348,4 @@ def _assemble(answers: dict[tuple, dict], rows_of: dict[tuple, list[int]], n: in
     return out
 
 
-__all__ = ["BatchModels", "load_fold_blob", "validate_batch_spec"]
+__all__ = ["BatchModels", "validate_batch_spec"]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from service.errors import item_error
-from service.schemas import ANYTIME_ALGORITHMS, ModelCreate
+from service.schemas import ModelCreate
 
 SERVICE_PARAMS = ("validation_fraction", "retrain_every_examples", "retrain_every_seconds",
                   "window", "estimator")
@@ -211,6 +211,3 @@ def memory_bytes(spec: ModelCreate, params: BatchParams) -> int:
     nd = window.size * D
     return 8 * rows * D + 8 * 3 * nd * nd
 
-
-def is_anytime(algorithm: str) -> bool:
-    return algorithm in ANYTIME_ALGORITHMS

@@ -39,13 +39,12 @@ from service.batch.fit import FitError, fit
 from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
-from service.consumer import report_applied, save_fenced
+from service.consumer import Lease, report_applied, save_fenced
 from service.errors import InputError
 from service.schemas import ModelSpec
 from service.storage import LogEntry, Storage, id_key
 
 log = logging.getLogger("featurebudget.worker")
-SVC_KEYS = ("svc_log_id",)
 MAX_ATTEMPTS = 3
 JOBS_KEPT = 100
 
@@ -77,7 +76,7 @@ class BatchFold:
         self.last_snapshot_time = time.monotonic()
         self.last_retrain_examples = 0
         self.last_retrain_time = time.monotonic()
-        self.last_lease = 0.0
+        self.lease = Lease(storage, settings, spec.name, process_id)
         self.job_task: asyncio.Task | None = None
         self.task: asyncio.Task | None = None
         self.jobs_loop: asyncio.Task | None = None
@@ -157,14 +156,7 @@ class BatchFold:
             if not self.owner:
                 await self._take_over()
             return True
-        now = time.monotonic()
-        if self.owner and now - self.last_lease < self.settings.lease_seconds / 3:
-            return True
-        owner = await self.storage.acquire_lease(self.name, self.process_id,
-                                                 self.settings.lease_seconds)
-        self.last_lease = now
-        if owner:
-            await self.storage.heartbeat(self.name, self.process_id)
+        owner = await self.lease.renew(self.owner)
         if owner and not self.owner:
             await self._take_over()
         if not owner:
