@@ -38,7 +38,7 @@ from algorithms.datasets.anytime_synthetic import (  # noqa: E402
 from algorithms.metrics.anytime import anytime_curve, timeliness  # noqa: E402
 
 METHODS = ["cs-g-omp", "cs-g-fr", "doubling", "no-whiten", "single", "group-lasso"]
-DIABETES_GROUPS = {  # name: (feature indices, cost) — costs chosen here, see README
+DIABETES_GROUPS = {  # name: (feature indices, cost) — costs chosen here (docs/benchmarks.md)
     "demographics (age, sex)": ([0, 1], 1.0), "body (bmi, bp)": ([2, 3], 2.0),
     "s1 total cholesterol": ([4], 4.0), "s2 LDL": ([5], 6.0), "s3 HDL": ([6], 6.0),
     "s4 TC/HDL": ([7], 5.0), "s5 triglycerides": ([8], 8.0), "s6 glucose": ([9], 3.0)}
@@ -217,11 +217,13 @@ def speed(quick: bool) -> dict:
     model = AnytimeLinearModel(groups=groups, costs=costs).fit_statistics(stats)
     row = X[0]
     subset = [int(g) for g in model.sequence_[[0, 3, 7, 20, 41]]]
-    miss = _best_of(lambda: (model._subset_cache.clear(), model.predict(row, groups=subset)), 3)
-    model.predict(row, groups=subset)
+    miss = _best_of(lambda: (model._subset_cache.clear(),
+                             model.predict(row, computed_groups=subset)), 3)
+    model.predict(row, computed_groups=subset)
     reps = 2000
-    hit = _best_of(lambda: [model.predict(row, groups=subset) for _ in range(reps)], 3) / reps
-    prefix = _best_of(lambda: [model.predict(row, budget=50.0) for _ in range(reps)], 3) / reps
+    hit = _best_of(lambda: [model.predict(row, computed_groups=subset) for _ in range(reps)],
+                   3) / reps
+    prefix = _best_of(lambda: [model.predict(row, max_cost=50.0) for _ in range(reps)], 3) / reps
     next_miss = _best_of(lambda: (model._next_cache.clear(), model.next_group(subset)), 3)
     out["serving_2000x200"] = {"predict_groups_cached_us": hit * 1e6,
                                "predict_groups_first_call_ms": miss * 1e3,
@@ -264,9 +266,9 @@ def print_tables(report: dict) -> None:
           f"{f['ours_s_from_data'] * 1e3:.2f} ms vs "
           f"{f['sklearn_s']:.2f} s, speedup {f['speedup']:.0f}x (target >= 100x)")
     v = s["serving_2000x200"]
-    print(f"Serving (D=2000, 200 groups): predict(row, groups=S) cached "
+    print(f"Serving (D=2000, 200 groups): predict(row, computed_groups=S) cached "
           f"{v['predict_groups_cached_us']:.1f} us, first call "
-          f"{v['predict_groups_first_call_ms']:.2f} ms; predict(row, budget) "
+          f"{v['predict_groups_first_call_ms']:.2f} ms; predict(row, max_cost) "
           f"{v['predict_budget_us']:.1f} us; next_group first call "
           f"{v['next_group_first_call_ms']:.1f} ms; artifact {v['artifact_MB']:.1f} MB")
 

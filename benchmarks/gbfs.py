@@ -103,7 +103,7 @@ def run_gbfs(split, T, depths, grid, min_leaf, params):
     cands, seconds = [], 0.0
     for depth, mu in ((depth, mu) for depth in depths for mu in grid):
         start = time.perf_counter()
-        model = GBFS(mu=mu, n_estimators=T, max_depth=depth, min_samples_leaf=min_leaf,
+        model = GBFS(feature_penalty=mu, n_estimators=T, max_depth=depth, min_samples_leaf=min_leaf,
                      learning_rate=0.1, random_state=0, **params).fit(Xtr, ytr)
         seconds += time.perf_counter() - start
         selected = model.selected_features_.tolist()

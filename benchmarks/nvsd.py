@@ -98,10 +98,10 @@ def run_hsic(exp, data) -> dict:
 def run_nvsd(exp, reg, data, problem, build) -> tuple[dict, dict]:
     (Xtr, ytr), (Xva, yva), (Xte, yte) = data
     base = NVSD(regularizer=reg, kernel=exp["kernel"], **exp["kernel_params"],
-                groups=exp["groups"], mu=0.5, tol=1e-3)
+                groups=exp["groups"], l1_ratio=0.5, tol=1e-3)
     path = []
     for nu, mu in [(nu, mu) for nu in NUS for mu in (MUS if reg == "en" else (0.5,))]:
-        params = {**base.get_params(), "nu": nu, "mu": mu}
+        params = {**base.get_params(), "nu": nu, "l1_ratio": mu}
         params.pop("tau")
         path += nvsd_path(Xtr, ytr, problem=problem, n_taus=N_TAUS, ratio=1e-3, **params)
     model = min(path, key=lambda m: rmse(m.predict(Xva), yva))
@@ -112,7 +112,7 @@ def run_nvsd(exp, reg, data, problem, build) -> tuple[dict, dict]:
     raw = {"rmse": rmse(model.predict(Xte), yte),
            "tanimoto": tanimoto_distance(RELEVANT, model.support_),
            "fit_seconds": fit_seconds, "n_iter": cold.n_iter_, "tau": model.tau, "nu": model.nu,
-           "mu": model.mu,
+           "mu": model.l1_ratio,
            "support_size": int(model.support_.sum())}
     t0 = time.perf_counter()
     relaxed = select_relaxed(path, Xtr, ytr, Xva, yva, alphas=tuple(KRR_ALPHAS))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+import algorithms  # noqa: F401  (first: it points numba's cache at the folder of its key)
+
 _ASCII_ZEROS = np.uint64(0x3030303030303030)
 _HIGH_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
 _SIX = np.uint64(0x0606060606060606)

@@ -43,3 +43,53 @@ def test_garbage_is_refused(data):
 def test_size_limit():
     with pytest.raises(StateFormatError, match="limit"):
         loads_state(dumps_state({"a": np.zeros(1000)}), max_bytes=100)
+
+
+# ---------------------------------------------------------------- the one envelope
+def test_every_state_kind_writes_the_envelope_and_loads_through_one_registry():
+    from algorithms.states import model_kinds, state_kinds
+
+    kinds = state_kinds()
+    assert set(model_kinds()) < set(kinds)
+    for kind, cls in kinds.items():
+        assert cls.kind == kind and isinstance(cls.format_version, int)
+
+
+def test_envelope_and_open_envelope():
+    from algorithms.states import envelope, open_envelope, state_kind
+
+    state = envelope("gbfs", 1, {"loss": "squared"})
+    assert state == {"kind": "gbfs", "format_version": 1, "loss": "squared"}
+    assert open_envelope(state, "gbfs", (0, 1)) == (1, {"loss": "squared"})
+    with pytest.raises(ValueError, match="envelope members"):
+        envelope("gbfs", 1, {"kind": "x"})
+    # the discriminators of the states written before the envelope: version 0
+    for old, kind in [({"algorithm": "sofs"}, "sofs"), ({"algorithm": "GBFS"}, "gbfs"),
+                      ({"class": "NVSD"}, "nvsd"), ({"class": "RelaxedNVSD"}, "relaxed-nvsd"),
+                      ({"class": "SubsetKernelRidge"}, "subset-kernel-ridge"),
+                      ({"kind": "anytime-linear-model"}, "anytime-linear-model")]:
+        assert state_kind({**old, "x": 1}) == (kind, 0)
+        assert open_envelope({**old, "x": 1}, kind, (0, 1)) == (0, {"x": 1})
+        with pytest.raises(ValueError, match="format_version"):
+            open_envelope(old, kind, (1,))
+
+
+@pytest.mark.parametrize("state", [
+    None, 3, "gbfs", [], {}, {"kind": "gbfs"}, {"kind": 3, "format_version": 1},
+    {"kind": "gbfs", "format_version": "1"}, {"kind": "gbfs", "format_version": True},
+    {"kind": "gbfs", "format_version": 0}, {"kind": "gbfs", "format_version": 2},
+    {"algorithm": "gbfs"}, {"class": ["NVSD"]}, {"kind": "nope", "format_version": 1}])
+def test_a_state_that_is_not_one_is_refused_with_a_value_error(state):
+    from algorithms.states import model_from_state
+
+    with pytest.raises(ValueError):
+        model_from_state(state)
+
+
+@pytest.mark.parametrize("data", [b"", b"not a zip", pickle.dumps({"a": 1}),
+                                  dumps_state({"kind": "pet"})])
+def test_model_from_bytes_refuses_garbage(data):
+    from algorithms.states import model_from_bytes
+
+    with pytest.raises(ValueError):
+        model_from_bytes(data)

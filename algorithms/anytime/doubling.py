@@ -19,6 +19,7 @@ import numpy as np
 
 from algorithms.anytime import _kernels as kernels
 from algorithms.anytime.greedy import GroupGreedy, SequenceResult, normalize_groups, run_greedy
+from algorithms.batch import DEPRECATED, deprecated_alias
 
 
 def doubling_eligible(costs: np.ndarray, remaining: np.ndarray, spent: float) -> np.ndarray:
@@ -30,10 +31,13 @@ def doubling_eligible(costs: np.ndarray, remaining: np.ndarray, spent: float) ->
 
 
 def doubling_sequence(C: np.ndarray, b: np.ndarray, groups: Sequence[Sequence[int]], costs, *,
-                      budget: float | None = None, max_groups: int | None = None,
-                      rtol: float = 1e-9) -> SequenceResult:
-    """Doubling sequence of ``groups`` from ``C`` (D, D) and ``b`` (D,); see module docstring."""
+                      max_cost: float | None = None, max_groups: int | None = None,
+                      rtol: float = 1e-9, budget: float | None = DEPRECATED) -> SequenceResult:
+    """Doubling sequence of ``groups`` from ``C`` (D, D) and ``b`` (D,), capped at a total
+    cost of ``max_cost`` and ``max_groups`` groups (``budget``: the deprecated spelling of
+    ``max_cost``); see module docstring."""
+    max_cost = deprecated_alias("doubling_sequence", "budget", "max_cost", budget, max_cost)
     groups, costs = normalize_groups(groups, costs, len(b))
     engine = GroupGreedy(C, b, groups, track_schur=True, rtol=rtol)
-    return run_greedy(engine, kernels.FR, costs, budget=budget, max_groups=max_groups,
+    return run_greedy(engine, kernels.FR, costs, max_cost=max_cost, max_groups=max_groups,
                       eligible_rule=doubling_eligible)

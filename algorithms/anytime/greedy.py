@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from algorithms.anytime import _kernels as kernels
+from algorithms.batch import DEPRECATED, deprecated_alias
 
 CRITERIA = {"cs-g-omp": kernels.OMP, "cs-g-fr": kernels.FR, "no-whiten": kernels.NO_WHITEN,
             "single": kernels.SINGLE}
@@ -202,9 +203,9 @@ EligibleRule = Callable[[np.ndarray, np.ndarray, float], np.ndarray]
 
 
 def run_greedy(engine: GroupGreedy, kind: int, costs: np.ndarray, *,
-               budget: float | None = None, max_groups: int | None = None,
+               max_cost: float | None = None, max_groups: int | None = None,
                eligible_rule: EligibleRule | None = None) -> SequenceResult:
-    """Greedy loop: score, restrict (budget cap, optional rule), pick, add, until none is left.
+    """Greedy loop: score, restrict (cost cap, optional rule), pick, add, until none is left.
 
     ``eligible_rule(costs, remaining, spent) -> mask`` narrows the candidates (Doubling).
     """
@@ -212,8 +213,8 @@ def run_greedy(engine: GroupGreedy, kind: int, costs: np.ndarray, *,
     limit = len(costs) if max_groups is None else min(int(max_groups), len(costs))
     while len(engine.selected) < limit:
         remaining = engine.active.copy()
-        if budget is not None:
-            remaining &= costs <= (budget - spent) + 1e-12 * max(abs(budget), 1.0)
+        if max_cost is not None:
+            remaining &= costs <= (max_cost - spent) + 1e-12 * max(abs(max_cost), 1.0)
         if not remaining.any():
             break
         if eligible_rule is not None:
@@ -227,18 +228,22 @@ def run_greedy(engine: GroupGreedy, kind: int, costs: np.ndarray, *,
 
 
 def sequence_groups(C: np.ndarray, b: np.ndarray, groups: Sequence[Sequence[int]], costs,
-                    method: str = "cs-g-omp", *, budget: float | None = None,
-                    max_groups: int | None = None, rtol: float = 1e-9) -> SequenceResult:
-    """Sequence ``groups`` with one of :data:`CRITERIA` from ``C`` (D, D) and ``b`` (D,).
+                    method: str = "cs-g-omp", *, max_cost: float | None = None,
+                    max_groups: int | None = None, rtol: float = 1e-9,
+                    budget: float | None = DEPRECATED) -> SequenceResult:
+    """Sequence ``groups`` with one of :data:`CRITERIA` from ``C`` (D, D) and ``b`` (D,),
+    until the next group would take the total cost past ``max_cost`` or the sequence
+    reaches ``max_groups`` (``budget``: the deprecated spelling of ``max_cost``).
 
     Per step O(k·m·d_h) for the factor update plus the scoring cost (see module docstring).
     """
+    max_cost = deprecated_alias("sequence_groups", "budget", "max_cost", budget, max_cost)
     if method not in CRITERIA:
         raise ValueError(f"unknown method {method!r}; expected one of {sorted(CRITERIA)}")
     groups, costs = normalize_groups(groups, costs, len(b))
     kind = CRITERIA[method]
     engine = GroupGreedy(C, b, groups, track_schur=(kind == kernels.FR), rtol=rtol)
-    return run_greedy(engine, kind, costs, budget=budget, max_groups=max_groups)
+    return run_greedy(engine, kind, costs, max_cost=max_cost, max_groups=max_groups)
 
 
 def sequence_in_order(C: np.ndarray, b: np.ndarray, groups: Sequence[Sequence[int]], costs,

@@ -3,14 +3,17 @@
 Fitting sequences the groups (any method of :data:`METHODS`) from sufficient statistics and
 stores, per prefix ``G_j``: cumulative cost, raw-scale weights ``w(G_j)`` and intercept, the
 objective ``F(G_j) = ½ b_Sᵀ C_S⁻¹ b_S`` and the explained variance on training (and validation)
-data. At serving time ``predict(X, budget=B)`` uses the longest prefix of cost <= B;
-``predict(X, groups=S)`` the best ridge predictor for exactly the set ``S`` (an O(|S|³) solve
-from the stored standardized ``C``, ``b``, cached per set, then O(nnz) per row);
-``next_group(S)`` the method's greedy choice given ``S``.
+data. At serving time ``predict(X, max_cost=B)`` uses the longest prefix of cost <= B;
+``predict(X, computed_groups=S)`` the best ridge predictor for exactly the set ``S`` (an
+O(|S|³) solve from the stored standardized ``C``, ``b``, cached per set, then O(nnz) per
+row); ``next_group(S)`` the method's greedy choice given ``S``. The protocol is the batch
+models' (``algorithms.batch``); ``budget=`` and ``groups=`` are the deprecated spellings of
+``max_cost=`` and ``computed_groups=``.
 """
 
 from __future__ import annotations
 
+import numbers
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -29,14 +32,14 @@ from algorithms.anytime.greedy import (
     sequence_in_order,
 )
 from algorithms.anytime.statistics import SufficientStatistics, _as_matrix
+from algorithms.batch import DEPRECATED, BatchModel, deprecated_alias
 from algorithms.metrics.anytime import explained_variance_from_statistics
-from algorithms.serialization import dumps_state, loads_state
+from algorithms.states import envelope, open_envelope, renamed
 
 METHODS = ("cs-g-omp", "cs-g-fr", "doubling", "no-whiten", "single", "group-lasso")
-_KIND = "anytime-linear-model"
 
 
-class AnytimeLinearModel:
+class AnytimeLinearModel(BatchModel):
     """Anytime linear predictor over costed feature groups.
 
     Parameters
@@ -49,23 +52,47 @@ class AnytimeLinearModel:
         One of ``cs-g-omp`` (default), ``cs-g-fr``, ``doubling``, ``no-whiten``, ``single``,
         ``group-lasso`` (needs celer).
     alpha : float
-        Ridge ``λ`` in ``C = XᵀX/n + λI`` (standardized features); > 0 keeps duplicates finite.
-    budget : float, optional
-        Cost cap of the sequence; ``max_groups`` caps its length.
+        Ridge ``λ >= 0`` in ``C = XᵀX/n + λI`` (standardized features); > 0 keeps
+        duplicates finite.
+    max_cost : float, optional
+        Cost cap of the sequence (``budget``: its deprecated spelling); ``max_groups`` caps
+        its length.
     cache_size : int
-        Number of subset solutions kept by ``predict(groups=...)`` and ``next_group``.
+        Number of subset solutions kept by ``predict(computed_groups=...)`` and
+        ``next_group``.
     """
 
+    kind = "anytime-linear-model"
+    _renamed = {"budget": "max_cost"}
+
     def __init__(self, *, groups: Sequence[Sequence[int]], costs: Sequence[float],
-                 method: str = "cs-g-omp", alpha: float = 1e-6, budget: float | None = None,
-                 max_groups: int | None = None, cache_size: int = 1024) -> None:
+                 method: str = "cs-g-omp", alpha: float = 1e-6,
+                 max_cost: float | None = None, max_groups: int | None = None,
+                 cache_size: int = 1024, budget: float | None = DEPRECATED) -> None:
         self.groups = groups
         self.costs = costs
         self.method = method
         self.alpha = alpha
-        self.budget = budget
+        self.max_cost = deprecated_alias("AnytimeLinearModel", "budget", "max_cost", budget,
+                                         max_cost)
         self.max_groups = max_groups
         self.cache_size = cache_size
+
+    def check_params(self, n_features: int) -> None:
+        """ValueError naming the first parameter :meth:`fit` would refuse (groups and costs
+        included) for ``n_features`` features."""
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; expected one of {METHODS}")
+        if not _is_number(self.alpha) or not self.alpha >= 0:
+            raise ValueError(f"alpha must be a number >= 0, got {self.alpha!r}")
+        for name in ("max_cost", "max_groups"):
+            value = getattr(self, name)
+            if value is not None and (not _is_number(value) or not value >= 0):
+                raise ValueError(f"{name} must be a number >= 0 or None, got {value!r}")
+        if isinstance(self.cache_size, bool) or not isinstance(self.cache_size, numbers.Integral) \
+                or self.cache_size < 0:
+            raise ValueError(f"cache_size must be an integer >= 0, got {self.cache_size!r}")
+        normalize_groups(self.groups, self.costs, n_features)
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, *, X_val=None, y_val=None) -> AnytimeLinearModel:
@@ -83,21 +110,20 @@ class AnytimeLinearModel:
                        validation: SufficientStatistics | None = None) -> AnytimeLinearModel:
         """Fit from statistics alone (never re-reads data). Sequencing as documented per method,
         then all prefix weights by one triangular solve, O(k²·J)."""
-        if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}; expected one of {METHODS}")
+        self.check_params(stats.n_features)
         if stats.n < 1:
             raise ValueError("statistics are empty")
         D = stats.n_features
         groups, costs = normalize_groups(self.groups, self.costs, D)
         C, b = stats.standardized(float(self.alpha))
-        options = {"budget": self.budget, "max_groups": self.max_groups}
+        options = {"max_cost": self.max_cost, "max_groups": self.max_groups}
         if self.method == "doubling":
             result = doubling_sequence(C, b, groups, costs, **options)
         elif self.method == "group-lasso":
             from algorithms.anytime.group_lasso import group_lasso_order
 
             order = group_lasso_order(C, b, groups, costs)
-            order = _cap_order(order, costs, self.budget, self.max_groups)
+            order = _cap_order(order, costs, self.max_cost, self.max_groups)
             result = sequence_in_order(C, b, groups, costs, order)
         else:
             result = sequence_groups(C, b, groups, costs, self.method, **options)
@@ -137,21 +163,27 @@ class AnytimeLinearModel:
         self._kind = CRITERIA.get(self.method, CRITERIA["cs-g-fr"])
 
     # ------------------------------------------------------------------ serving
-    def prefix_length(self, budget: float) -> int:
-        """Length of the longest prefix of cost <= ``budget``. O(log J)."""
-        slack = 1e-12 * max(abs(float(budget)), 1.0)
-        return int(np.searchsorted(self.cumulative_cost_, float(budget) + slack, "right") - 1)
+    def prefix_length(self, max_cost: float) -> int:
+        """Length of the longest prefix of cost <= ``max_cost``. O(log J)."""
+        slack = 1e-12 * max(abs(float(max_cost)), 1.0)
+        return int(np.searchsorted(self.cumulative_cost_, float(max_cost) + slack, "right")
+                   - 1)
 
-    def coef_for_groups(self, groups: Iterable[int]) -> tuple[np.ndarray, float]:
+    def selected_features(self) -> np.ndarray:
+        """Sorted indices (int64) of the features of the sequenced groups."""
+        parts = [self.groups_[int(g)] for g in self.sequence_]
+        return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+    def coef_for_groups(self, computed_groups: Iterable[int]) -> tuple[np.ndarray, float]:
         """Raw-scale ``(coef (D,), intercept)`` of ``w(S) = C_S⁻¹ b_S``; cached, O(|S|³) on miss."""
-        return self._subset(groups)[:2]
+        return self._subset(computed_groups)[:2]
 
-    def explained_variance(self, groups: Iterable[int]) -> float:
-        """Training explained variance of the best predictor on exactly ``groups``."""
-        return self._subset(groups)[2]
+    def explained_variance(self, computed_groups: Iterable[int]) -> float:
+        """Training explained variance of the best predictor on exactly ``computed_groups``."""
+        return self._subset(computed_groups)[2]
 
     def _subset(self, groups: Iterable[int]) -> tuple[np.ndarray, float, float]:
-        key = frozenset(int(g) for g in groups)
+        key = frozenset(_group_ids(groups))
         hit = self._subset_cache.get(key)
         if hit is not None:
             self._subset_cache.move_to_end(key)
@@ -170,16 +202,21 @@ class AnytimeLinearModel:
             self._subset_cache.popitem(last=False)
         return entry
 
-    def predict(self, X, *, budget: float | None = None,
-                groups: Iterable[int] | None = None) -> np.ndarray:
-        """Predictions (n,) with the prefix within ``budget``, or exactly the set ``groups``
-        (default: every sequenced group). O(nnz(X)) once the set's solve is cached."""
-        if budget is not None and groups is not None:
-            raise ValueError("pass either budget or groups, not both")
-        if groups is not None:
-            coef, intercept = self.coef_for_groups(groups)
+    def predict(self, X, *, max_cost: float | None = None,
+                computed_groups: Iterable[int] | None = None, budget: float | None = DEPRECATED,
+                groups: Iterable[int] | None = DEPRECATED) -> np.ndarray:
+        """Predictions (n,) with the prefix within ``max_cost``, or the best ridge predictor
+        on exactly the set ``computed_groups`` (default: every sequenced group). O(nnz(X))
+        once the set's solve is cached. ``budget`` and ``groups``: the deprecated spellings."""
+        max_cost = deprecated_alias("predict", "budget", "max_cost", budget, max_cost)
+        computed_groups = deprecated_alias("predict", "groups", "computed_groups", groups,
+                                           computed_groups)
+        if max_cost is not None and computed_groups is not None:
+            raise ValueError("pass either max_cost or computed_groups, not both")
+        if computed_groups is not None:
+            coef, intercept = self.coef_for_groups(computed_groups)
         else:
-            j = len(self.sequence_) if budget is None else self.prefix_length(budget)
+            j = len(self.sequence_) if max_cost is None else self.prefix_length(max_cost)
             coef, intercept = self.coef_path_[max(j, 0)], self.intercept_path_[max(j, 0)]
         return self._matrix(X) @ coef + intercept
 
@@ -194,17 +231,26 @@ class AnytimeLinearModel:
             X = _as_matrix(X)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X must have {self.n_features_in_} columns, got shape {X.shape}")
+        if not np.isfinite(X.data if sp.issparse(X) else X).all():
+            raise ValueError("X contains NaN or infinite values")
         return X
 
-    def next_group(self, groups: Iterable[int] = (), *, budget: float | None = None
-                   ) -> int | None:
-        """The group to compute next given the computed set ``groups`` (None if none is left).
+    def next_group(self, computed_groups: Iterable[int] = (), *,
+                   max_cost: float | None = None, groups: Iterable[int] = DEPRECATED,
+                   budget: float | None = DEPRECATED) -> int | None:
+        """The group to compute next given the computed set ``S = computed_groups`` (None if
+        none is left).
 
         Greedy methods score every remaining group given exactly ``S`` (O(|S|²·m + Σ d_g³),
-        cached); ``group-lasso`` returns the first group of its path not in ``S``. ``budget``
-        restricts the choice to groups with ``c(S) + c(g) <= budget``.
+        cached); ``group-lasso`` returns the first group of its path not in ``S``.
+        ``max_cost`` restricts the choice to groups with ``c(S) + c(g) <= max_cost``.
+        ``groups`` and ``budget``: the deprecated spellings.
         """
-        key = (frozenset(int(g) for g in groups), None if budget is None else float(budget))
+        computed_groups = deprecated_alias("next_group", "groups", "computed_groups", groups,
+                                           computed_groups, ())
+        max_cost = deprecated_alias("next_group", "budget", "max_cost", budget, max_cost)
+        key = (frozenset(_group_ids(computed_groups)),
+               None if max_cost is None else float(max_cost))
         if key in self._next_cache:
             return self._next_cache[key]
         S = key[0]
@@ -212,8 +258,8 @@ class AnytimeLinearModel:
         spent = float(sum(self.costs_[g] for g in S))
         remaining = np.ones(J, dtype=bool)
         remaining[list(S)] = False
-        if budget is not None:
-            remaining &= self.costs_ <= budget - spent + 1e-12 * max(abs(budget), 1.0)
+        if max_cost is not None:
+            remaining &= self.costs_ <= max_cost - spent + 1e-12 * max(abs(max_cost), 1.0)
         if self.method == "group-lasso":
             choice = next((int(g) for g in self.sequence_ if remaining[g]), None)
         else:
@@ -234,11 +280,11 @@ class AnytimeLinearModel:
                "train_explained_variance_")
 
     def state_dict(self) -> dict[str, Any]:
-        """Parameters and fitted arrays as a flat dict for :func:`dumps_state` (the symmetric
-        ``C`` as its upper triangle)."""
-        state: dict[str, Any] = {
-            "kind": _KIND, "method": self.method, "alpha": float(self.alpha),
-            "budget": None if self.budget is None else float(self.budget),
+        """Parameters and fitted arrays in the envelope of ``algorithms.states`` (the
+        symmetric ``C`` as its upper triangle)."""
+        payload: dict[str, Any] = {
+            "method": self.method, "alpha": float(self.alpha),
+            "max_cost": None if self.max_cost is None else float(self.max_cost),
             "max_groups": None if self.max_groups is None else int(self.max_groups),
             "cache_size": int(self.cache_size), "n_features_in": int(self.n_features_in_),
             "y_mean": self.y_mean_, "y_scale": self.y_scale_,
@@ -246,29 +292,31 @@ class AnytimeLinearModel:
             "group_sizes": np.array([len(g) for g in self.groups_], dtype=np.int64),
             "gram_upper": self.gram_[np.triu_indices(self.n_features_in_)]}
         for name in self._ARRAYS:
-            state[name.rstrip("_")] = getattr(self, name)
+            payload[name.rstrip("_")] = getattr(self, name)
         if self.validation_explained_variance_ is not None:
-            state["validation_explained_variance"] = self.validation_explained_variance_
-        return state
+            payload["validation_explained_variance"] = self.validation_explained_variance_
+        return envelope(self.kind, self.format_version, payload)
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> AnytimeLinearModel:
-        """Inverse of :meth:`state_dict`; contents checked (ValueError)."""
+        """Inverse of :meth:`state_dict` (and of the states written before the envelope);
+        contents checked (ValueError)."""
+        version, payload = open_envelope(state, cls.kind, (0, cls.format_version))
+        if version == 0:
+            payload = renamed(payload, cls._renamed)
         try:
-            return cls._from_state_dict(state)
+            return cls._from_payload(payload)
         except (KeyError, TypeError, OverflowError, IndexError) as exc:
             raise ValueError(f"anytime state is incomplete or malformed: {exc!r}") from exc
 
     @classmethod
-    def _from_state_dict(cls, state: dict[str, Any]) -> AnytimeLinearModel:
-        if state.get("kind") != _KIND:
-            raise ValueError("not an anytime-linear-model state")
+    def _from_payload(cls, state: dict[str, Any]) -> AnytimeLinearModel:
         sizes = np.asarray(state["group_sizes"], dtype=np.int64)
         groups = np.split(np.asarray(state["group_features"], dtype=np.int64),
                           np.cumsum(sizes)[:-1])
         costs = np.asarray(state["costs"], dtype=np.float64)
         model = cls(groups=groups, costs=costs, method=state["method"], alpha=state["alpha"],
-                    budget=state["budget"], max_groups=state["max_groups"],
+                    max_cost=state["max_cost"], max_groups=state["max_groups"],
                     cache_size=state["cache_size"])
         model.n_features_in_ = int(state["n_features_in"])
         model.groups_ = list(groups)
@@ -290,6 +338,7 @@ class AnytimeLinearModel:
         D = self.n_features_in_
         if not 1 <= D < 2**31 or self.method not in METHODS:
             raise ValueError("anytime state: bad n_features_in or method")
+        self.check_params(D)
         groups, costs = normalize_groups(self.groups_, self.costs_, D)
         J, order = len(groups), np.asarray(self.sequence_)
         if order.ndim != 1 or order.dtype.kind not in "iu" or len(np.unique(order)) != len(order) \
@@ -311,14 +360,6 @@ class AnytimeLinearModel:
             raise ValueError("anytime state: validation_explained_variance has the wrong shape")
         self.groups_, self.costs_ = groups, costs
 
-    def to_bytes(self) -> bytes:
-        """Compact, pickle-free archive (see ``algorithms.serialization``)."""
-        return dumps_state(self.state_dict())
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> AnytimeLinearModel:
-        return cls.from_state_dict(loads_state(data))
-
 
 def _ridge_solve(A: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``A⁻¹ v`` by Cholesky, falling back to a pseudo-inverse for singular ``A``. O(k³)."""
@@ -332,10 +373,24 @@ def _ridge_solve(A: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(A, v, rcond=1e-9)[0]
 
 
-def _cap_order(order: np.ndarray, costs: np.ndarray, budget: float | None,
+def _cap_order(order: np.ndarray, costs: np.ndarray, max_cost: float | None,
                max_groups: int | None) -> np.ndarray:
-    """Prefix of ``order`` within the budget / length caps."""
-    if budget is not None:
-        within = np.cumsum(costs[order]) <= budget + 1e-12 * max(abs(budget), 1.0)
+    """Prefix of ``order`` within the cost / length caps."""
+    if max_cost is not None:
+        within = np.cumsum(costs[order]) <= max_cost + 1e-12 * max(abs(max_cost), 1.0)
         order = order[:int(np.argmin(within)) if not within.all() else len(order)]
     return order if max_groups is None else order[:int(max_groups)]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _group_ids(groups: Iterable[Any]) -> list[int]:
+    """Group ids as ints; ValueError for anything that is not an integer."""
+    ids = []
+    for g in groups:
+        if isinstance(g, bool) or not isinstance(g, numbers.Integral):
+            raise ValueError(f"group ids must be integers, got {g!r}")
+        ids.append(int(g))
+    return ids

@@ -17,8 +17,7 @@ import scipy.sparse as sp
 
 from algorithms.serialization import dumps_state, loads_state
 from algorithms.sparse import CSRBatch
-
-_KIND = "anytime-sufficient-statistics"
+from algorithms.states import envelope, open_envelope
 
 
 class SufficientStatistics:
@@ -31,6 +30,9 @@ class SufficientStatistics:
 
     ``update(X, y)`` costs O(nnz·D) for sparse and O(n·D²) for dense batches; ``merge`` O(D²).
     """
+
+    kind = "anytime-sufficient-statistics"
+    format_version = 1
 
     def __init__(self, n_features: int) -> None:
         if int(n_features) < 1:
@@ -165,14 +167,17 @@ class SufficientStatistics:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        return {"kind": _KIND, "n": int(self.n), "mean_y": float(self.mean_y),
-                "myy": float(self.myy), "mean_x": self.mean_x, "mxx": self.mxx,
-                "mxy": self.mxy}
+        """The statistics in the envelope of ``algorithms.states``."""
+        return envelope(self.kind, self.format_version, {
+            "n": int(self.n), "mean_y": float(self.mean_y), "myy": float(self.myy),
+            "mean_x": self.mean_x, "mxx": self.mxx, "mxy": self.mxy})
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> SufficientStatistics:
-        if state.get("kind") != _KIND:
-            raise ValueError("not a sufficient-statistics state")
+        """Inverse of :meth:`state_dict` (and of the states written before the envelope);
+        ValueError when the shapes disagree. (The service checks the values it folds:
+        ``service/batch/fold_state.py``.)"""
+        _, state = open_envelope(state, cls.kind, (0, cls.format_version))
         mean_x = np.asarray(state["mean_x"], dtype=np.float64)
         out = cls(len(mean_x))
         out.n, out.mean_y, out.myy = int(state["n"]), float(state["mean_y"]), float(state["myy"])
@@ -184,11 +189,13 @@ class SufficientStatistics:
         return out
 
     def to_bytes(self) -> bytes:
+        """:meth:`state_dict` in the safe archive format (``algorithms.serialization``)."""
         return dumps_state(self.state_dict())
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> SufficientStatistics:
-        return cls.from_state_dict(loads_state(data))
+    def from_bytes(cls, data: bytes, *, max_bytes: int = 1 << 34) -> SufficientStatistics:
+        """Inverse of :meth:`to_bytes`."""
+        return cls.from_state_dict(loads_state(data, max_bytes=max_bytes))
 
 
 def _as_matrix(X):

@@ -11,7 +11,8 @@ Split score (the decrease of the paper's Eq. 14 objective, see ``estimator`` doc
     score(f, b) = 1/2 (G_L^2 / n_L + G_R^2 / n_R - G^2 / n) - penalty[f]
 
 where ``G`` sums the negative gradients ``g_i`` of the node's rows and ``penalty[f] =
-mu c_g`` while no feature of ``f``'s group ``g`` is used by an earlier tree or by the nodes
+mu c_g`` (``mu``: the estimator's ``feature_penalty``) while no feature of ``f``'s group
+``g`` is used by an earlier tree or by the nodes
 of this tree already split (``phi_g = 1``), else 0 (singleton groups: ``mu c_f phi_f``, the
 paper). Options (estimator's ``reg_lambda`` / ``split_gain``): every denominator ``n``
 becomes ``n + lam``, or ``H + lam`` with the Newton gain (``H`` = sum of ``hess`` over the

@@ -5,6 +5,9 @@ Tree ``t`` minimizes the paper's Eq. 14, the penalized squared loss
 
     1/2 sum_i (g_i - h(x_i))^2 + mu sum_f c_f phi_f F_f(h),
 
+(``mu`` is the paper's trade-off, the parameter ``feature_penalty``; ``mu=`` is its
+deprecated spelling)
+
 where ``g_i = -dl/dH(x_i)``, ``F_f(h) = 1`` if ``h`` splits on ``f`` and ``phi_f = 1`` while no
 earlier tree used ``f`` (so a feature is paid for once, the first time). With the leaf values
 at their optimum (the leaf means of ``g``), a tree with leaves ``l`` has loss
@@ -51,23 +54,22 @@ Early stopping (``n_estimators``) plays the paper's l1 term. Training: O(T (n d 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import expit
 
+from algorithms.batch import DEPRECATED, BatchModel, as_dense, deprecated_alias
 from algorithms.gbfs import _tree, binning, losses
-from algorithms.serialization import dumps_state, loads_state
+from algorithms.states import envelope, open_envelope, renamed
 
-_PARAMS = ("loss", "n_estimators", "learning_rate", "max_depth", "mu", "max_bins",
-           "min_samples_leaf", "min_split_hessian", "subsample", "leaf_values", "reg_lambda",
-           "split_gain", "min_child_hessian", "random_state")
+_PARAMS = ("loss", "n_estimators", "learning_rate", "max_depth", "feature_penalty",
+           "max_bins", "min_samples_leaf", "min_split_hessian", "subsample", "leaf_values",
+           "reg_lambda", "split_gain", "min_child_hessian", "random_state")
 _LEAF_VALUES = ("newton", "mean")
 _SPLIT_GAINS = ("gradient", "newton")
-# states written before these parameters existed were fitted with these values
-_LEGACY = {"reg_lambda": 0.0, "split_gain": "gradient", "min_child_hessian": 1e-3}
 _ARRAYS = ("bin_edges_", "bin_offsets_", "tree_feature_", "tree_threshold_",
            "tree_split_value_", "tree_value_", "selected_features_",
            "feature_entry_iteration_", "train_loss_")
@@ -105,23 +107,14 @@ def _group_of(indptr: np.ndarray, members: np.ndarray) -> np.ndarray:
     return group_of
 
 
-def _as_dense(X: Any) -> np.ndarray:
-    """Dense C-ordered float64 ``X`` (scipy sparse converted once), checked finite and 2-D."""
-    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D, got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinite values")
-    return X
-
-
-class GBFS:
+class GBFS(BatchModel):
     """Gradient boosted feature selection.
 
     Parameters (keyword-only): ``loss`` ("logistic" | "squared"), ``n_estimators`` (T),
-    ``learning_rate`` (alpha, paper 0.1), ``max_depth`` (paper 4-5), ``mu`` (feature
-    penalty), ``feature_costs`` (c_f, default 1), ``feature_groups`` (disjoint lists of
+    ``learning_rate`` (alpha, paper 0.1), ``max_depth`` (paper 4-5), ``feature_penalty``
+    (the paper's mu: a split on a feature not used before pays ``feature_penalty * c_f``;
+    ``mu`` is its deprecated spelling), ``feature_costs`` (c_f, default 1),
+    ``feature_groups`` (disjoint lists of
     feature indices covering 0..d-1; a group's cost is paid once, at the first split on any
     of its features; not with ``feature_costs``), ``group_costs`` (c_g, one per group,
     default 1), ``max_bins`` (<= 255),
@@ -132,7 +125,12 @@ class GBFS:
     ``reg_lambda`` (L2 on leaf values, default 0 = the paper), ``split_gain`` ("gradient",
     the paper's Eq. 14, default | "newton", second-order gain), ``min_child_hessian``
     (children's ``sum l''`` floor, only with ``split_gain="newton"``, default 1e-3),
-    ``random_state``.
+    ``random_state`` (the rows each tree sees when ``subsample < 1``).
+
+    Input: dense arrays, scipy sparse matrices or ``CSRBatch``, converted to dense once.
+    What a caller has computed is ``computed_groups`` (group ids; without
+    ``feature_groups``, group ``f`` is feature ``f``); ``computed=`` (feature indices) is
+    its deprecated spelling.
 
     Fitted: ``selected_features_`` (in order of entry), ``feature_entry_iteration_`` (tree
     index where each entered), ``selected_groups_`` / ``group_entry_iteration_`` (the same
@@ -142,14 +140,27 @@ class GBFS:
 
     Examples
     --------
-    >>> model = GBFS(mu=2.0, n_estimators=200).fit(X, y)  # doctest: +SKIP
-    >>> model.selected_features_, model.predict(X, computed={0, 3})  # doctest: +SKIP
-    >>> grouped = GBFS(mu=2.0, feature_groups=[[0, 1], [2]], group_costs=[3.0, 1.0])
-    >>> grouped.fit(X, y).next_group(set())  # doctest: +SKIP
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> y = (X[:, 0] + 0.1 * X[:, 2] > 0).astype(int)
+    >>> model = GBFS(feature_penalty=2.0, n_estimators=20, max_depth=2).fit(X, y)
+    >>> model.selected_features_.tolist()
+    [0]
+    >>> model.predict(X[:3], computed_groups={0}).tolist(), y[:3].tolist()
+    ([1, 1, 1], [1, 1, 1])
+    >>> model.predict(X[:3], computed_groups=set()).tolist()  # no tree: the base score
+    [0, 0, 0]
+    >>> grouped = GBFS(feature_penalty=2.0, n_estimators=20, max_depth=2,
+    ...                feature_groups=[[0, 1], [2]], group_costs=[3.0, 1.0]).fit(X, y)
+    >>> grouped.next_group(set())
+    0
     """
 
+    kind = "gbfs"
+    _renamed = {"mu": "feature_penalty"}
+
     def __init__(self, *, loss: str = "logistic", n_estimators: int = 100,
-                 learning_rate: float = 0.1, max_depth: int = 4, mu: float = 0.0,
+                 learning_rate: float = 0.1, max_depth: int = 4, feature_penalty: float = 0.0,
                  feature_costs: np.ndarray | None = None,
                  feature_groups: list[list[int]] | None = None,
                  group_costs: np.ndarray | None = None, max_bins: int = 255,
@@ -157,12 +168,13 @@ class GBFS:
                  subsample: float = 1.0,
                  leaf_values: str = "newton", reg_lambda: float = 0.0,
                  split_gain: str = "gradient", min_child_hessian: float = 1e-3,
-                 random_state: int | None = None) -> None:
+                 random_state: int | None = None, mu: float = DEPRECATED) -> None:
         self.loss = loss
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.max_depth = max_depth
-        self.mu = mu
+        self.feature_penalty = deprecated_alias("GBFS", "mu", "feature_penalty", mu,
+                                                feature_penalty, 0.0)
         self.feature_costs = feature_costs
         self.feature_groups = feature_groups
         self.group_costs = group_costs
@@ -177,14 +189,32 @@ class GBFS:
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
+    def check_params(self, n_features: int) -> None:
+        """ValueError / TypeError naming the first parameter :meth:`fit` would refuse for
+        ``n_features`` features (groups and costs included)."""
+        self._check_params(n_features)
+
     def _check_params(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Validate every parameter; returns :meth:`_check_groups`."""
         if self.loss not in losses.LOSSES:
             raise ValueError(f"loss must be one of {losses.LOSSES}, got {self.loss!r}")
+        for name in ("n_estimators", "max_depth", "max_bins", "min_samples_leaf"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"{name} must be an integer, got {value!r}")
+        for name in ("learning_rate", "feature_penalty", "min_split_hessian", "subsample",
+                     "reg_lambda", "min_child_hessian"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{name} must be a number, got {value!r}")
         if self.n_estimators < 0 or not 0 <= self.max_depth <= 16:
             raise ValueError("need n_estimators >= 0 and 0 <= max_depth <= 16")
-        if self.learning_rate <= 0 or self.mu < 0 or self.min_samples_leaf < 1:
-            raise ValueError("need learning_rate > 0, mu >= 0 and min_samples_leaf >= 1")
+        if not 2 <= self.max_bins <= 255:
+            raise ValueError(f"max_bins must be in [2, 255], got {self.max_bins}")
+        if not self.learning_rate > 0 or not self.feature_penalty >= 0 or \
+                self.min_samples_leaf < 1:
+            raise ValueError("need learning_rate > 0, feature_penalty >= 0 and "
+                             "min_samples_leaf >= 1")
         if not self.min_split_hessian >= 0:
             raise ValueError("min_split_hessian must be >= 0")
         if self.leaf_values not in _LEAF_VALUES:
@@ -245,9 +275,10 @@ class GBFS:
         return (y == self.classes_[1]).astype(np.float64)
 
     def fit(self, X: Any, y: Any, *, progress: Callable[[float], None] | None = None) -> GBFS:
-        """Boost ``n_estimators`` penalized trees on ``X`` (n, d), dense or CSR, and ``y``.
-        ``progress(fraction)``, if given, is called after each tree with ``(t + 1) / T``."""
-        X = _as_dense(X)
+        """Boost ``n_estimators`` penalized trees on ``X`` (n, d: dense, scipy sparse or
+        ``CSRBatch``) and ``y``. ``progress(fraction)``, if given, is called after each tree
+        with ``(t + 1) / T``."""
+        X = as_dense(X)
         n, d = X.shape
         indptr, members, group_of, costs = self._check_params(d)
         target = self._encode_labels(y, n)
@@ -269,7 +300,7 @@ class GBFS:
         hess_hists = [np.zeros((slots, d, width) if split_newton else (1, 1, 1))
                       for _ in range(2)]
         rng = np.random.default_rng(self.random_state)
-        penalty = self.mu * costs[group_of]
+        penalty = float(self.feature_penalty) * costs[group_of]
         any_split = False
         scores = np.full(n, self.base_score_, dtype=np.float64)
         newton, ones = self.leaf_values == "newton", np.ones(n, dtype=np.float64)
@@ -359,25 +390,45 @@ class GBFS:
         n_trees = self.tree_feature_.shape[0] if n_trees is None else n_trees
         return int(np.sum(self.feature_entry_iteration_ < n_trees))
 
+    def selected_features(self) -> np.ndarray:
+        """Sorted indices (int64) of the features some tree splits on."""
+        return np.sort(np.asarray(self.selected_features_, dtype=np.int64))
+
     def _check_input(self, X: Any) -> np.ndarray:
-        X = _as_dense(X)
+        X = as_dense(X)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, model has {self.n_features_in_}")
         return X
 
-    def decision_function(self, X: Any, computed: Iterable[int] | None = None) -> np.ndarray:
-        """Scores ``H(x)`` (n,) of the anytime prefix for ``computed`` (all trees if None)."""
+    def _prefix(self, computed_groups: Iterable[int] | None, computed: Any) -> int:
+        """Trees usable with ``computed_groups`` (or, deprecated, the features ``computed``)."""
+        if computed is DEPRECATED:
+            return self.n_trees_for_groups(computed_groups)
+        deprecated_alias("GBFS", "computed", "computed_groups", computed, computed_groups,
+                         note=" (ids of feature_groups; without them, feature indices)",
+                         stacklevel=4)
+        return self.n_trees_for(computed)
+
+    def decision_function(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
+                          computed_groups: Iterable[int] | None = None) -> np.ndarray:
+        """Scores ``H(x)`` (n,) of the anytime prefix for ``computed_groups`` (all trees if
+        None): the trees before the first that splits on a feature outside them.
+        ``computed`` (feature indices) is the deprecated spelling."""
+        return self._scores(X, self._prefix(computed_groups, computed))
+
+    def _scores(self, X: Any, n_trees: int) -> np.ndarray:
         X = self._check_input(X)
         out = np.full(X.shape[0], self.base_score_, dtype=np.float64)
         _tree._add_trees_raw(X, self.tree_feature_, self.tree_split_value_, self.tree_value_,
-                             0, self.n_trees_for(computed), float(self.learning_rate), out)
+                             0, n_trees, float(self.learning_rate), out)
         return out
 
-    def predict_proba(self, X: Any, computed: Iterable[int] | None = None) -> np.ndarray:
+    def predict_proba(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
+                      computed_groups: Iterable[int] | None = None) -> np.ndarray:
         """``[1 - p, p]`` with ``p = sigmoid(H(x))``, shape (n, 2); logistic loss only."""
         if self.loss != "logistic":
             raise AttributeError("predict_proba needs loss='logistic'")
-        p = expit(self.decision_function(X, computed))
+        p = expit(self._scores(X, self._prefix(computed_groups, computed)))
         return np.column_stack([1.0 - p, p])
 
     def _link(self, scores: np.ndarray) -> np.ndarray:
@@ -385,9 +436,11 @@ class GBFS:
             return scores
         return self.classes_[(scores > 0).astype(np.int64)]
 
-    def predict(self, X: Any, computed: Iterable[int] | None = None) -> np.ndarray:
-        """Class labels (logistic) or values (squared) of the anytime prefix for ``computed``."""
-        return self._link(self.decision_function(X, computed))
+    def predict(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
+                computed_groups: Iterable[int] | None = None) -> np.ndarray:
+        """Class labels (logistic) or values (squared) of the anytime prefix for
+        ``computed_groups`` (see :meth:`decision_function`)."""
+        return self._link(self._scores(X, self._prefix(computed_groups, computed)))
 
     def staged_decision_function(self, X: Any) -> Iterator[np.ndarray]:
         """Yield ``H(x)`` after each tree (bit-identical to ``decision_function``). O(n D)."""
@@ -405,9 +458,8 @@ class GBFS:
 
     # ------------------------------------------------------------ serialization
     def state_dict(self) -> dict[str, Any]:
-        """Parameters and fitted arrays as a safe state (see ``algorithms.serialization``)."""
+        """Parameters and fitted arrays in the envelope of ``algorithms.states``."""
         state: dict[str, Any] = {name: getattr(self, name) for name in _PARAMS}
-        state["algorithm"] = "GBFS"
         if self.feature_costs is not None:
             state["feature_costs"] = np.asarray(self.feature_costs, dtype=np.float64)
         if self.feature_groups is not None:
@@ -420,21 +472,25 @@ class GBFS:
         state["n_features_in_"] = int(self.n_features_in_)
         for name in _ARRAYS + (("classes_",) if self.loss == "logistic" else ()):
             state[name] = getattr(self, name)
-        return state
+        return envelope(self.kind, self.format_version, state)
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> GBFS:
-        """Rebuild a fitted model from :meth:`state_dict` (bit-exact)."""
-        if state.get("algorithm") != "GBFS":
-            raise ValueError("state is not a GBFS state")
-        params = {name: state.get(name, _LEGACY.get(name)) for name in _PARAMS}
-        groups = None
-        if "feature_groups_sizes" in state:  # states before feature groups have none
-            members = np.asarray(state["feature_groups_members"], dtype=np.int64)
-            ends = np.cumsum(np.asarray(state["feature_groups_sizes"], dtype=np.int64))
-            parts = np.split(members, ends[:-1]) if len(ends) else []
-            groups = [part.tolist() for part in parts]
+        """Rebuild a fitted model from :meth:`state_dict` (bit-exact), or from a state
+        written before the envelope (``"algorithm": "GBFS"``, ``mu`` for
+        ``feature_penalty``); ValueError when it is incomplete or its contents are not a
+        model the prediction kernels can run (``_check_fitted``)."""
+        version, state = open_envelope(state, cls.kind, (0, cls.format_version))
+        if version == 0:
+            state = renamed(state, cls._renamed)
         try:
+            params = {name: state[name] for name in _PARAMS}
+            groups = None
+            if "feature_groups_sizes" in state:
+                members = np.asarray(state["feature_groups_members"], dtype=np.int64)
+                ends = np.cumsum(np.asarray(state["feature_groups_sizes"], dtype=np.int64))
+                parts = np.split(members, ends[:-1]) if len(ends) else []
+                groups = [part.tolist() for part in parts]
             model = cls(**params, feature_costs=state.get("feature_costs"),
                         feature_groups=groups, group_costs=state.get("group_costs"))
             model.base_score_ = float(state["base_score_"])
@@ -482,12 +538,3 @@ class GBFS:
             values = np.asarray(getattr(self, name))
             if values.size and (values.min() < 0 or values.max() >= max(d, shape[0])):
                 raise ValueError(f"GBFS state: {name} holds an out-of-range value")
-
-    def to_bytes(self) -> bytes:
-        """:meth:`state_dict` serialized with :func:`algorithms.serialization.dumps_state`."""
-        return dumps_state(self.state_dict())
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> GBFS:
-        """Inverse of :meth:`to_bytes`."""
-        return cls.from_state_dict(loads_state(data))

@@ -222,13 +222,13 @@ def _subgradient_gap(
             else:
                 gaps.append(max(np.linalg.norm(u[members]) / (tau * w / sqrt_n) - 1.0, 0.0))
         return float(max(gaps))
-    mu = reg.mu
+    ratio = reg.l1_ratio
     for a in range(reg.d):
         if active[a]:
             ph = phi_hat[a]
-            expected = tau * mu * ph / (sqrt_n * np.linalg.norm(ph))
-            expected = expected + tau * (1.0 - mu) * 2.0 * ph / n
-            gaps.append(np.linalg.norm(u[a] - expected) / (tau * mu / sqrt_n))
+            expected = tau * ratio * ph / (sqrt_n * np.linalg.norm(ph))
+            expected = expected + tau * (1.0 - ratio) * 2.0 * ph / n
+            gaps.append(np.linalg.norm(u[a] - expected) / (tau * ratio / sqrt_n))
         else:
-            gaps.append(max(np.linalg.norm(u[a]) / (tau * mu / sqrt_n) - 1.0, 0.0))
+            gaps.append(max(np.linalg.norm(u[a]) / (tau * ratio / sqrt_n) - 1.0, 0.0))
     return float(max(gaps))

@@ -12,23 +12,30 @@ with the lowest validation RMSE.
 Cost: each distinct support is fitted once per ridge value, O(n^2 |S| + n^3) (kernel matrix
 and Cholesky of ``K_S``); a path point adds at most ``d + 1`` supports, and neighbouring
 points mostly repeat them, so a path of P points costs at most ``P (d + 1) len(alphas)`` fits
-(E1-E3 benchmark, 24-72 path points: at most 3.2 s wall clock per selection, shared machine).
+(``benchmarks/nvsd.py``, E1-E3, 24-72 path points: at most 3.2 s wall clock per
+selection, shared machine).
 
 :class:`RelaxedNVSD` also keeps every nested support of the chosen path point's ranking with
 its own refit, so a client that has computed only some inputs gets the refit on the largest
-nested support it has (``predict(X, computed=...)``) and is told which unit to compute next.
+nested support it has (``predict(X, computed_groups=...)``) and is told which unit to compute
+next (``next_group``). The protocol is the batch models' (``algorithms.batch``).
 """
 
 from __future__ import annotations
 
+import numbers
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse as sp
 
-from ..serialization import dumps_state, loads_state
+from ..batch import DEPRECATED, BatchModel, canonical_params, deprecated_alias
+from ..sparse import CSRBatch
+from ..states import envelope, open_envelope, renamed
 from ._state import get_array, get_number, sub_state
 from .kernels import make_kernel
 
@@ -76,6 +83,9 @@ class SubsetKernelRidge:
     training mean. Fit O(n^2 |S| + n^3); predict O(m n |S|).
     """
 
+    kind = "subset-kernel-ridge"
+    format_version = 1
+
     def __init__(self, *, kernel: str = "polynomial", kernel_params: dict | None = None,
                  columns: Any = (), alpha: float = 1e-3) -> None:
         self.kernel = kernel
@@ -104,30 +114,36 @@ class SubsetKernelRidge:
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Predictions for ``X`` (m, d), (m,)."""
-        X = np.asarray(X, dtype=np.float64)
+        """Predictions for ``X`` (m, d: dense, scipy sparse or CSRBatch), (m,); the columns
+        outside ``columns`` are not read (they may hold NaN)."""
+        if isinstance(X, CSRBatch):
+            X = X.to_scipy()
+        X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X must have {self.n_features_in_} columns, got shape {X.shape}")
         if self.columns.size == 0:
             return np.full(X.shape[0], self.intercept_)
+        used = X[:, self.columns]
+        if not np.isfinite(used).all():
+            raise ValueError("X holds NaN or infinite values in the columns the refit uses")
         kern = make_kernel(self.kernel, **self.kernel_params)
-        return kern.value(X[:, self.columns], self.X_fit_) @ self.dual_coef_
+        return kern.value(used, self.X_fit_) @ self.dual_coef_
 
     def state_dict(self) -> dict[str, Any]:
-        """Parameters and fitted arrays for :func:`algorithms.serialization.dumps_state`."""
-        return {"class": "SubsetKernelRidge", "kernel": self.kernel,
-                "kernel_params": self.kernel_params, "columns": self.columns,
-                "alpha": self.alpha, "n_features_in_": self.n_features_in_,
-                "X_fit_": self.X_fit_, "dual_coef_": self.dual_coef_,
-                "intercept_": self.intercept_}
+        """Parameters and fitted arrays in the envelope of ``algorithms.states``."""
+        return envelope(self.kind, self.format_version, {
+            "kernel": self.kernel, "kernel_params": self.kernel_params,
+            "columns": self.columns, "alpha": self.alpha,
+            "n_features_in_": self.n_features_in_, "X_fit_": self.X_fit_,
+            "dual_coef_": self.dual_coef_, "intercept_": self.intercept_})
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> SubsetKernelRidge:
-        """Inverse of :meth:`state_dict` (bit-exact); ``ValueError`` when the kernel is
+        """Inverse of :meth:`state_dict` (bit-exact), also of the states written before the
+        envelope (``"class": "SubsetKernelRidge"``); ``ValueError`` when the kernel is
         unknown, ``alpha <= 0``, a column is out of range or an array has the wrong shape or
         non-finite values."""
-        if state.get("class") != "SubsetKernelRidge":
-            raise ValueError(f"not a SubsetKernelRidge state: {state.get('class')!r}")
+        _, state = open_envelope(state, cls.kind, (0, cls.format_version))
         if not isinstance(state.get("kernel"), str) or \
                 not isinstance(state.get("kernel_params"), dict):
             raise ValueError("SubsetKernelRidge state needs a kernel name and kernel_params")
@@ -211,15 +227,17 @@ def _best_alpha(kernel, kernel_params, cols, X, y, X_val, y_val, alphas):
     return best
 
 
-class RelaxedNVSD:
-    """One-call relaxed NVSD: τ paths over ``nus`` (and ``mus`` for ``"en"``), ranking,
+class RelaxedNVSD(BatchModel):
+    """One-call relaxed NVSD: τ paths over ``nus`` (and ``l1_ratios`` for ``"en"``), ranking,
     kernel-ridge refit on the top-ranked inputs, choice on validation data.
 
-    ``fit(X, y)`` holds out ``validation_fraction`` of the rows (seeded) for the choice and
-    then refits the chosen support and ridge on all rows; ``fit(X, y, validation=(Xv, yv))``
-    uses the given set and fits on ``X`` only. ``nvsd_params`` are :class:`NVSD` parameters
-    (kernel, groups, tol, ...). Fitted: ``support_``, ``alpha_``, ``model_``
-    (:class:`SubsetKernelRidge`), ``validation_rmse_``, ``tau_``, ``nu_``, ``mu_``.
+    ``fit(X, y)`` holds out ``validation_fraction`` of the rows (seeded by
+    ``random_state``) for the choice and then refits the chosen support and ridge on all
+    rows; ``fit(X, y, validation=(Xv, yv))`` uses the given set and fits on ``X`` only.
+    ``nvsd_params`` are :class:`NVSD` parameters (kernel, groups, tol, ...). Fitted:
+    ``support_``, ``alpha_``, ``model_`` (:class:`SubsetKernelRidge`),
+    ``validation_rmse_``, ``tau_``, ``nu_``, ``l1_ratio_``. (``mus``, ``mu`` and ``mu_``
+    are the deprecated spellings of ``l1_ratios``, ``l1_ratio`` and ``l1_ratio_``.)
 
     Nested supports of the chosen path point (the NVSD whose ranking produced ``support_``):
     ``ranking_`` (int64) its units with a non-zero norm in rank order (variables; group ids,
@@ -229,34 +247,84 @@ class RelaxedNVSD:
     validation-best ridge ``support_alphas_[k]`` (validation RMSE
     ``support_validation_rmse_[k]``), refitted on all rows like ``model_`` when no
     validation set was given; ``support_index_`` the ``k`` with ``supports_[k] = support_``,
-    and ``model_ is support_models_[support_index_]``.
+    and ``model_ is support_models_[support_index_]``. What a caller has computed is
+    ``computed_groups``, unit ids (``predict``, ``next_group``).
     Cost: the paths (see :func:`~algorithms.nvsd.nvsd_path`) plus :func:`select_relaxed`
     plus, without a validation set, ``len(supports_)`` refits on all rows.
     """
 
+    kind = "relaxed-nvsd"
+    _renamed = {"mus": "l1_ratios", "mu": "l1_ratio"}
+    _renamed_attributes = {"mu_": "l1_ratio_"}
+
     def __init__(self, *, nus: tuple[float, ...] = (1e-3, 1e-1, 1.0),
-                 mus: tuple[float, ...] = (0.25, 0.5, 0.75), n_taus: int = 8,
+                 l1_ratios: tuple[float, ...] = (0.25, 0.5, 0.75), n_taus: int = 8,
                  ratio: float = 1e-3, alphas: tuple[float, ...] = DEFAULT_ALPHAS,
                  validation_fraction: float = 0.25, random_state: int = 0,
-                 **nvsd_params: Any) -> None:
-        self.nus, self.mus, self.n_taus, self.ratio = tuple(nus), tuple(mus), n_taus, ratio
-        self.alphas = tuple(alphas)
+                 mus: tuple[float, ...] = DEPRECATED, **nvsd_params: Any) -> None:
+        self.nus = nus
+        self.l1_ratios = deprecated_alias("RelaxedNVSD", "mus", "l1_ratios", mus, l1_ratios,
+                                          (0.25, 0.5, 0.75))
+        self.n_taus, self.ratio = n_taus, ratio
+        self.alphas = alphas
         self.validation_fraction = validation_fraction
         self.random_state = random_state
-        self.nvsd_params = nvsd_params
+        if "mu" in nvsd_params:
+            warnings.warn("RelaxedNVSD: mu= is deprecated, use l1_ratio=", DeprecationWarning,
+                          stacklevel=2)
+        self.nvsd_params = canonical_params(RelaxedNVSD, nvsd_params)
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor's arguments, ``nvsd_params`` spread out."""
+        params = super().get_params()
+        params.update(self.nvsd_params)
+        return params
+
+    def _base(self) -> Any:
+        from .estimator import NVSD
+
+        try:
+            return NVSD(**self.nvsd_params)
+        except TypeError as exc:
+            raise TypeError(f"bad NVSD parameters {sorted(self.nvsd_params)}: {exc}") from exc
+
+    def check_params(self, n_features: int) -> None:
+        """ValueError / TypeError naming the first parameter :meth:`fit` would refuse for
+        ``n_features`` variables (the NVSD parameters included)."""
+        if not _is_real(self.validation_fraction) or not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(f"validation_fraction must be in (0, 1), got "
+                             f"{self.validation_fraction!r}")
+        if not isinstance(self.n_taus, int) or isinstance(self.n_taus, bool) or self.n_taus < 1:
+            raise ValueError(f"n_taus must be an integer >= 1, got {self.n_taus!r}")
+        if not _is_real(self.ratio) or not 0.0 < self.ratio <= 1.0:
+            raise ValueError(f"ratio must be in (0, 1], got {self.ratio!r}")
+        for name, low, high in (("nus", 0.0, np.inf), ("alphas", 0.0, np.inf),
+                                ("l1_ratios", 0.0, 1.0)):
+            values = getattr(self, name)
+            try:
+                values = tuple(values)
+            except TypeError as exc:
+                raise TypeError(f"{name} must be a sequence of numbers, got {values!r}") from exc
+            if not values or not all(_is_real(v) and low < v <= high for v in values):
+                raise ValueError(f"{name} must be a non-empty list of numbers in ({low}, "
+                                 f"{high}], got {list(values)!r}")
+        self._base().check_params(n_features)
 
     def fit(self, X: np.ndarray, y: np.ndarray, *,
             validation: tuple[np.ndarray, np.ndarray] | None = None,
             progress: Any = None) -> RelaxedNVSD:
         """Fit as described in the class docstring; ``progress(fraction)``, if given, is
         called after each tau path (fraction of the paths done)."""
-        from .estimator import NVSD, _check_inputs
+        from .estimator import _check_inputs
         from .path import nvsd_path
 
         X = _check_inputs(X)
         y = np.asarray(y, dtype=np.float64).reshape(-1)
+        if y.shape[0] != X.shape[0] or not np.isfinite(y).all():
+            raise ValueError(f"y must be finite with {X.shape[0]} entries, got shape {y.shape}")
+        self.check_params(X.shape[1])
         if validation is None:
-            if not 0.0 < self.validation_fraction < 1.0:
+            if not self.validation_fraction > 0.0:
                 raise ValueError("validation_fraction must be in (0, 1)")
             order = np.random.default_rng(self.random_state).permutation(len(y))
             n_val = max(1, int(round(self.validation_fraction * len(y))))
@@ -264,24 +332,26 @@ class RelaxedNVSD:
             X_fit, y_fit, X_val, y_val = X[train], y[train], X[val], y[val]
         else:
             X_fit, y_fit = X, y
-            X_val, y_val = (np.asarray(a, dtype=np.float64) for a in validation)
-        base = NVSD(**self.nvsd_params)
+            X_val, y_val = _check_inputs(validation[0]), np.asarray(validation[1],
+                                                                     dtype=np.float64)
+        base = self._base()
         problem = base.make_problem(X_fit)
-        mus = self.mus if base.regularizer == "en" else (base.mu,)
+        ratios = tuple(self.l1_ratios) if base.regularizer == "en" else (base.l1_ratio,)
         path = []
-        grid = [(nu, mu) for nu in self.nus for mu in mus]
-        for done, (nu, mu) in enumerate(grid, start=1):
-            params = {**base.get_params(), "nu": nu, "mu": mu}
+        grid = [(nu, r) for nu in self.nus for r in ratios]
+        for done, (nu, r) in enumerate(grid, start=1):
+            params = {**base.get_params(), "nu": nu, "l1_ratio": r}
             params.pop("tau")
             path += nvsd_path(X_fit, y_fit, problem=problem, n_taus=self.n_taus,
                               ratio=self.ratio, **params)
             if progress is not None:
                 progress(done / len(grid))
-        chosen = select_relaxed(path, X_fit, y_fit, X_val, y_val, alphas=self.alphas)
+        chosen = select_relaxed(path, X_fit, y_fit, X_val, y_val, alphas=tuple(self.alphas))
         source = path[chosen.path_index]
         self.support_, self.alpha_ = chosen.support, chosen.alpha
         self.validation_rmse_ = chosen.validation_rmse
-        self.tau_, self.nu_, self.mu_ = float(source.tau), float(source.nu), float(source.mu)
+        self.tau_, self.nu_ = float(source.tau), float(source.nu)
+        self.l1_ratio_ = float(source.l1_ratio)
         self.ranking_ = ranked_units(source)[0]
         self.supports_ = [np.zeros(0, dtype=np.int64), *ranked_supports(source)]
         keys = [tuple(int(c) for c in s) for s in self.supports_]
@@ -295,15 +365,36 @@ class RelaxedNVSD:
         self.model_ = self.support_models_[self.support_index_]
         return self
 
-    def predict(self, X: np.ndarray, computed: Iterable[int] | None = None) -> np.ndarray:
-        """Predictions (m,) of ``model_`` (``computed=None``), else of the refit on the
-        largest nested support inside ``computed`` (:meth:`support_for`). ``X`` keeps all
-        ``d`` columns; columns outside the support used are ignored (may hold NaN).
-        O(m n |S|)."""
-        if computed is None:
+    def predict(self, X: np.ndarray, computed: Iterable[int] | None = DEPRECATED, *,
+                computed_groups: Iterable[int] | None = None) -> np.ndarray:
+        """Predictions (m,) of ``model_`` (``computed_groups=None``), else of the refit on
+        the largest nested support whose units are all in ``computed_groups``
+        (:meth:`support_for_groups`). ``X`` keeps all ``d`` columns; columns outside the
+        support used are ignored (may hold NaN). ``computed`` (variable indices,
+        :meth:`support_for`) is the deprecated spelling. O(m n |S|)."""
+        if computed is not DEPRECATED:
+            deprecated_alias("RelaxedNVSD.predict", "computed", "computed_groups", computed,
+                             computed_groups, note=" (unit ids: groups for 'gl', else "
+                             "variables)")
+            if computed is None:
+                return self.model_.predict(X)
+            k = self.support_for(computed)
+            return self.support_models_[k].predict(X)
+        if computed_groups is None:
             return self.model_.predict(X)
-        k = self.support_for(computed)
+        k = self.support_for_groups(computed_groups)
         return self.support_models_[k].predict(X)
+
+    def support_for_groups(self, computed_groups: Iterable[int]) -> int:
+        """Index ``k`` into ``supports_`` of the largest ``supports_[k]`` whose units
+        (``ranking_[:k]``) are all in ``computed_groups``, with ``k <= support_index_``.
+        O(|computed_groups| + k)."""
+        self._check_supports()
+        have = set(self._unit_ids(computed_groups))
+        k = 0
+        while k < self.support_index_ and int(self.ranking_[k]) in have:
+            k += 1
+        return k
 
     def support_for(self, computed: Iterable[int]) -> int:
         """Index ``k`` into ``supports_`` of the largest ``supports_[k]`` inside ``computed``
@@ -315,11 +406,18 @@ class RelaxedNVSD:
             k += 1
         return k
 
+    def next_group(self, computed_groups: Iterable[int] = ()) -> int | None:
+        """First unit of ``ranking_[:support_index_]`` not in ``computed_groups``, or None
+        when the chosen support is computed: ``ranking_[support_for_groups(S)]``, whose
+        computing moves :meth:`support_for_groups` one step up. O(|S| + k)."""
+        k = self.support_for_groups(computed_groups)
+        return None if k == self.support_index_ else int(self.ranking_[k])
+
     def next_unit(self, computed: Iterable[int]) -> int | None:
-        """First unit of ``ranking_[:support_index_]`` whose variables are not all in
-        ``computed`` (a variable, or a group id for ``"gl"``), or None when the chosen
-        support is computed. It is ``ranking_[support_for(computed)]``: computing it moves
-        :meth:`support_for` one step up. O(|computed| + d k)."""
+        """Deprecated: :meth:`next_group` of the units whose variables are all in
+        ``computed`` (variable indices)."""
+        warnings.warn("RelaxedNVSD.next_unit(variables) is deprecated, use "
+                      "next_group(computed_groups)", DeprecationWarning, stacklevel=2)
         k = self.support_for(computed)
         return None if k == self.support_index_ else int(self.ranking_[k])
 
@@ -338,6 +436,21 @@ class RelaxedNVSD:
             raise ValueError("this RelaxedNVSD has no nested supports (not fitted, or loaded "
                              "from a state written before they were kept): refit it")
 
+    def _unit_ids(self, computed_groups: Iterable[Any]) -> list[int]:
+        """Unit ids (variables; groups for ``"gl"``) as ints; ValueError outside the units."""
+        d = self.model_.n_features_in_
+        base = self._base()
+        n_units = (int(base.make_regularizer(d).group_of.max()) + 1
+                   if base.regularizer == "gl" else d)
+        ids = []
+        for g in computed_groups:
+            if isinstance(g, bool) or not isinstance(g, numbers.Integral) or \
+                    not 0 <= g < n_units:
+                raise ValueError(f"computed_groups must hold unit ids in [0, {n_units}), got "
+                                 f"{g!r}")
+            ids.append(int(g))
+        return ids
+
     def _computed_mask(self, computed: Iterable[int]) -> np.ndarray:
         self._check_supports()
         d = self.model_.n_features_in_
@@ -354,19 +467,20 @@ class RelaxedNVSD:
         return self.support_
 
     def state_dict(self) -> dict[str, Any]:
-        """Flat state for :func:`algorithms.serialization.dumps_state`: the chosen refit's
-        arrays under ``model.``; the nested supports as ``supports_flat_`` (their
-        concatenation) and ``supports_sizes_``; the refit of support ``k`` under
-        ``support.{k}.`` (for ``k = support_index_`` it is the one under ``model.``)."""
+        """Flat state in the envelope of ``algorithms.states``: the chosen refit's state
+        (with its own envelope) under ``model.``; the nested supports as
+        ``supports_flat_`` (their concatenation) and ``supports_sizes_``; the refit of
+        support ``k`` under ``support.{k}.`` (for ``k = support_index_`` it is the one
+        under ``model.``)."""
         state: dict[str, Any] = {
-            "class": "RelaxedNVSD", "nus": list(self.nus), "mus": list(self.mus),
+            "nus": list(self.nus), "l1_ratios": list(self.l1_ratios),
             "n_taus": self.n_taus, "ratio": self.ratio, "alphas": list(self.alphas),
             "validation_fraction": self.validation_fraction,
             "random_state": self.random_state, "nvsd_params": self.nvsd_params}
         if hasattr(self, "model_"):
             state.update(support_=self.support_, alpha_=self.alpha_,
                          validation_rmse_=self.validation_rmse_, tau_=self.tau_,
-                         nu_=self.nu_, mu_=self.mu_)
+                         nu_=self.nu_, l1_ratio_=self.l1_ratio_)
             state.update({f"model.{k}": v for k, v in self.model_.state_dict().items()})
         if hasattr(self, "supports_"):
             state.update(
@@ -379,21 +493,28 @@ class RelaxedNVSD:
                 if k != self.support_index_:
                     state.update({f"support.{k}.{key}": v
                                   for key, v in refit.state_dict().items()})
-        return state
+        return envelope(self.kind, self.format_version, state)
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> RelaxedNVSD:
-        """Inverse of :meth:`state_dict` (bit-exact predictions). States without nested
-        supports (written before they were kept) load without them. ``ValueError`` when the
-        contents disagree: sizes, indices out of range, non-finite values."""
-        if state.get("class") != "RelaxedNVSD":
-            raise ValueError(f"not a RelaxedNVSD state: {state.get('class')!r}")
+        """Inverse of :meth:`state_dict` (bit-exact predictions), also of the states written
+        before the envelope (``"class": "RelaxedNVSD"``, ``mus`` and ``mu_``). States
+        without nested supports (written before they were kept) load without them.
+        ``ValueError`` when the contents disagree: sizes, indices out of range, non-finite
+        values."""
+        version, state = open_envelope(state, cls.kind, (0, cls.format_version))
+        if version == 0:
+            state = renamed(state, {"mus": "l1_ratios", **cls._renamed_attributes})
         if not isinstance(state.get("nvsd_params"), dict):
             raise ValueError("RelaxedNVSD state needs a dict nvsd_params")
-        model = cls(nus=state["nus"], mus=state["mus"], n_taus=state["n_taus"],
-                    ratio=state["ratio"], alphas=state["alphas"],
-                    validation_fraction=state["validation_fraction"],
-                    random_state=state["random_state"], **state["nvsd_params"])
+        try:
+            nvsd_params = canonical_params(cls, state["nvsd_params"])
+            model = cls(nus=state["nus"], l1_ratios=state["l1_ratios"],
+                        n_taus=state["n_taus"], ratio=state["ratio"], alphas=state["alphas"],
+                        validation_fraction=state["validation_fraction"],
+                        random_state=state["random_state"], **nvsd_params)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"RelaxedNVSD state is incomplete or malformed: {exc!r}") from exc
         if "support_" in state:
             model.model_ = SubsetKernelRidge.from_state_dict(sub_state(state, "model."))
             model.support_ = get_array(state, "support_", (None,), kinds="iu")
@@ -403,8 +524,8 @@ class RelaxedNVSD:
             if model.alpha_ != model.model_.alpha:
                 raise ValueError("alpha_ differs from the refit's alpha")
             model.validation_rmse_ = get_number(state, "validation_rmse_")
-            model.tau_, model.nu_, model.mu_ = (get_number(state, k)
-                                                for k in ("tau_", "nu_", "mu_"))
+            model.tau_, model.nu_, model.l1_ratio_ = (get_number(state, k)
+                                                      for k in ("tau_", "nu_", "l1_ratio_"))
         if "supports_sizes_" in state:
             if "support_" not in state:
                 raise ValueError("state has nested supports but no chosen refit")
@@ -414,8 +535,6 @@ class RelaxedNVSD:
     def _load_supports(self, state: dict[str, Any]) -> None:
         """Read and check the nested supports: they must be the prefixes of ``ranking_``
         (whole groups for ``"gl"``) and each refit must use its support. O(d^2 + sizes)."""
-        from .estimator import NVSD
-
         d = self.model_.n_features_in_
         sizes = get_array(state, "supports_sizes_", (None,), kinds="iu")
         flat = get_array(state, "supports_flat_", (None,), kinds="iu")
@@ -427,7 +546,7 @@ class RelaxedNVSD:
         supports = [s.astype(np.int64) for s in np.split(flat, np.cumsum(sizes)[:-1])]
         ranking = get_array(state, "ranking_", (sizes.size - 1,), kinds="iu").astype(np.int64)
         try:
-            base = NVSD(**self.nvsd_params)
+            base = self._base()
         except TypeError as exc:
             raise ValueError(f"bad nvsd_params {self.nvsd_params!r}") from exc
         unit_of = (base.make_regularizer(d).group_of if base.regularizer == "gl"
@@ -458,11 +577,6 @@ class RelaxedNVSD:
         self.support_alphas_, self.support_validation_rmse_ = alphas, rmse
         self.support_models_ = refits
 
-    def to_bytes(self) -> bytes:
-        """:meth:`state_dict` serialized by :func:`algorithms.serialization.dumps_state`."""
-        return dumps_state(self.state_dict())
 
-    @classmethod
-    def from_bytes(cls, data: bytes) -> RelaxedNVSD:
-        """Inverse of :meth:`to_bytes` (bit-exact); ``ValueError`` on a malformed state."""
-        return cls.from_state_dict(loads_state(data))
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)

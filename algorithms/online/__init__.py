@@ -15,6 +15,7 @@ from algorithms.online.fofs import FOFS
 from algorithms.online.ogd import OGD
 from algorithms.online.pet import PET
 from algorithms.online.sofs import SOFS
+from algorithms.states import state_kind
 
 LEARNERS: dict[str, type[OnlineLearner]] = {
     cls.name: cls for cls in (PET, FOFS, SOFS, OGD, AROW)
@@ -22,13 +23,15 @@ LEARNERS: dict[str, type[OnlineLearner]] = {
 
 
 def learner_from_state(state: dict[str, Any]) -> OnlineLearner:
-    """Rebuild any learner from its :meth:`OnlineLearner.state_dict`; a ValueError naming
-    the member when ``state`` is not one a learner could have saved."""
+    """Rebuild any learner from its :meth:`OnlineLearner.state_dict` (or a state written
+    before the envelope); a ValueError naming the member when ``state`` is not one a
+    learner could have saved. ``algorithms.states.model_from_state`` reads every family."""
     if not isinstance(state, Mapping):
         raise ValueError(f"state must be a dict, got {type(state).__name__}")
-    name = state.get("algorithm")
-    if not isinstance(name, str) or name not in LEARNERS:
-        raise ValueError(f"unknown algorithm {name!r}; known: {sorted(LEARNERS)}")
+    name, _ = state_kind(state)
+    if name not in LEARNERS:
+        named = state.get("kind", state.get("algorithm"))
+        raise ValueError(f"unknown algorithm {named!r}; known: {sorted(LEARNERS)}")
     return LEARNERS[name].from_state_dict(state)
 
 

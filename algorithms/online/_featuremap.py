@@ -14,7 +14,8 @@ dispatched by the array's dtype when numba compiles a kernel (no runtime branch)
   table on X1 (853 -> 568 ns per example of 600 non-zeros, B = 200, d = 20,000).
 
 Every operation is O(1) except ``_map_rebuild`` (O(d) direct, O(B) cuckoo; used when a
-saved state is loaded).
+saved state is loaded). The threshold is guarded by ``benchmarks/online.py`` (time per
+example as d grows).
 """
 
 from __future__ import annotations

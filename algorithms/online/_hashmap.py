@@ -83,7 +83,8 @@ def _map_lookup(map_entries, seed, shift, key, absent):
     """Slot of ``key`` (uint64), or ``absent`` (uint64). Two loads and two selects, no
     data-dependent branch. Unsigned throughout and with the hash parameters held by the
     caller: a loop that also stores (into arrays that might alias ``meta``) otherwise
-    reloads them per lookup and sign-extends; +11% on PET, bit-identical."""
+    reloads them per lookup and sign-extends; +11% on PET, bit-identical (guard:
+    benchmarks/online.py, d = 10^8)."""
     a, b = _bucket_pair(key, seed, shift)
     entry_a = np.uint64(map_entries[a])
     entry_b = np.uint64(map_entries[b])

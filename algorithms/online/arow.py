@@ -22,7 +22,7 @@ MEAN, SIGMA = np.uint64(0), np.uint64(1)   # offsets in a feature's pair
 def _offset(feature):
     """Offset of feature j's (mu_j, Sigma_j) in the flat coefficient array: 2 j, a shift
     (indexing the 2-D array multiplies by its run-time row stride: 3 cycles on the path of
-    every gather). Unsigned: no negative-index wraparound."""
+    every gather; guard: benchmarks/online.py). Unsigned: no negative-index wraparound."""
     return np.uint64(np.uint32(feature)) << np.uint64(1)
 
 
@@ -30,7 +30,7 @@ def _offset(feature):
 def _margin_and_variance(indices, values, lo, hi, flat):
     """(mu . x, x' Sigma x) over entries lo:hi of ``flat = (mu_0, Sigma_0, mu_1, ...)``; the
     sign of a stored Sigma is ignored (SOFS marks kept features by negating it). Two lanes
-    per sum, in ``_row_dot``'s order (decision_function's). O(m)."""
+    per sum, in ``_row_dot``'s order (decision_function's; the reason: ``_row_dot``). O(m)."""
     score = 0.0
     variance = 0.0
     score_odd = 0.0
@@ -60,7 +60,8 @@ def _margin_and_variance(indices, values, lo, hi, flat):
 
 @njit(cache=True, nogil=True)
 def _arow_fit(indptr, indices, values, labels, r, flat, scores):
-    """AROW over a batch; ``flat[2j:2j + 2] = (mu_j, Sigma_j)`` (one cache line per feature)."""
+    """AROW over a batch; ``flat[2j:2j + 2] = (mu_j, Sigma_j)``: a feature's mean and
+    variance are one 16-byte pair, read by one gather (four pairs share a cache line)."""
     updates = 0
     for row in range(len(indptr) - 1):
         lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])   # unsigned: see ogd.py
@@ -74,8 +75,9 @@ def _arow_fit(indptr, indices, values, labels, r, flat, scores):
         beta = 1.0 / (variance + r)
         gain = loss * beta * label
         # u = Sigma_j x_j once; mu_j += (gain) u and Sigma_j -= (beta u) u each as one fused
-        # multiply-add, rounded once (a shorter chain from the load of Sigma_j than mul + add)
-        for back in range(hi - lo):   # last entry first: its line is the likeliest in L1
+        # multiply-add, rounded once (a shorter chain from the load of Sigma_j than mul + add;
+        # guard: benchmarks/online.py)
+        for back in range(hi - lo):   # last entry first: as in OGD (ogd.py)
             k = hi - np.uint64(1) - back
             at = _offset(indices[k])
             old_sigma = flat[at + SIGMA]

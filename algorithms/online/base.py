@@ -5,6 +5,11 @@ Every learner makes one ordered pass: for each example it computes the score
 runs inside one numba kernel per batch; a subclass supplies that kernel (``_fit_rows``),
 a scoring kernel (``_score_rows``), its state arrays and its weights. Validation happens
 here, once per batch, never in the kernels.
+
+Unlike the batch models (``algorithms.batch``: ``__init__`` stores, ``fit`` checks), a
+learner's constructor checks its arguments and allocates its whole state (at most
+``memory_bytes`` bytes): the state is the model, updated in place from the first
+``partial_fit`` on, and a learner that could not run must not exist.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from algorithms.online._featuremap import map_bytes
+from algorithms.serialization import dumps_state, loads_state
 from algorithms.sparse import CSRBatch, as_csr_batch
 from algorithms.sparse.csr import MAX_FEATURES
+from algorithms.states import FORMAT_VERSION, KIND, envelope, open_envelope
 
 _TOP_SET_BYTES_PER_SLOT = 4 * 8 + 3 * 8   # slot arrays (the feature map: ``map_bytes``)
 _SMALL_STATE_BYTES = 128   # a learner's fixed-size arrays (top set meta, FOFS's norm state)
@@ -27,21 +34,29 @@ _MAX_COUNT = int(np.iinfo(np.int64).max)   # counters reach the kernels as float
 
 class OnlineLearner:
     """Base class: ``partial_fit``, ``progressive_fit``, ``decision_function``, ``predict``,
-    ``selected_features``, ``weights``, ``state_dict`` / ``from_state_dict``.
+    ``selected_features``, ``weights``, ``state_dict`` / ``from_state_dict``,
+    ``to_bytes`` / ``from_bytes``.
 
-    Subclasses set ``name``, ``selects`` (whether ``budget`` bounds the non-zeros), the
-    names of their state arrays and scalars, and implement ``_allocate``, ``_fit_rows``,
-    ``_score_rows`` and ``weights``.
+    Subclasses set ``name`` (also the kind of their state, ``algorithms.states``),
+    ``selects`` (whether ``budget`` bounds the non-zeros) and the names of their state
+    arrays; their constructor allocates those arrays (as ``self._<name>``) after calling
+    this one; they implement ``_fit_rows``, ``_score_rows`` and ``weights``, and may
+    override ``_check_state`` and ``_after_load``.
     """
 
     name: ClassVar[str] = ""
+    kind: ClassVar[str] = ""          # = name (set for each subclass)
+    format_version: ClassVar[int] = 1  # of the state's payload (0: before the envelope)
     selects: ClassVar[bool] = False
     _bytes_per_feature: ClassVar[int] = 0     # dense per-feature state
     _state_arrays: ClassVar[tuple[str, ...]] = ()
-    _state_scalars: ClassVar[tuple[str, ...]] = ()
     # Per-feature arrays of shape (d, k) saved sparsely: name -> the k values of an
     # untouched feature (a row equal to them is not saved).
     _sparse_arrays: ClassVar[dict[str, tuple[float, ...]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.kind = cls.name
 
     def __init__(self, *, n_features: int, budget: int | None = None) -> None:
         self.n_features = int(n_features)
@@ -109,43 +124,44 @@ class OnlineLearner:
         return {name: getattr(self, name) for name in names}
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume bit-exactly: params, counters and state arrays."""
-        state: dict[str, Any] = {"algorithm": self.name, "params": self.get_params(),
-                                 "n_examples": self.n_examples_, "n_updates": self.n_updates_}
-        for key in self._state_scalars:
-            state[key] = getattr(self, "_" + key)
+        """Everything needed to resume bit-exactly, in the envelope of
+        ``algorithms.states`` (kind = ``name``): params, counters and state arrays (the
+        ``_sparse_arrays`` as the rows that differ from an untouched feature's)."""
+        payload: dict[str, Any] = {"params": self.get_params(),
+                                   "n_examples": self.n_examples_,
+                                   "n_updates": self.n_updates_}
         for key in self._state_arrays:
-            state[key] = getattr(self, "_" + key).copy()
+            payload[key] = getattr(self, "_" + key).copy()
         for key, fill in self._sparse_arrays.items():
             dense = getattr(self, "_" + key)
             touched = np.flatnonzero(np.any(dense != np.asarray(fill), axis=1))
-            state[key + "_index"] = touched.astype(np.int64)
-            state[key + "_value"] = dense[touched]
-        return state
+            payload[key + "_index"] = touched.astype(np.int64)
+            payload[key + "_value"] = dense[touched]
+        return envelope(self.name, self.format_version, payload)
 
     @classmethod
     def state_members(cls) -> frozenset[str]:
         """The keys of :meth:`state_dict` (no more, no fewer)."""
-        keys = {"algorithm", "params", "n_examples", "n_updates", *cls._state_scalars,
-                *cls._state_arrays}
+        return frozenset({KIND, FORMAT_VERSION, *cls._payload_members()})
+
+    @classmethod
+    def _payload_members(cls) -> set[str]:
+        keys = {"params", "n_examples", "n_updates", *cls._state_arrays}
         for key in cls._sparse_arrays:
             keys |= {key + "_index", key + "_value"}
-        return frozenset(keys)
+        return keys
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> OnlineLearner:
-        """Inverse of :meth:`state_dict`. A ValueError naming the member unless ``state``
-        is one a learner of this class could have saved: exactly its members, params the
-        constructor accepts, counters 0 <= n_updates <= n_examples, arrays of the right
-        shapes and dtypes whose contents the kernels can run on (``_check_state``; index
-        ranges, structure, finite values). Vectorized, O(state size); nothing is checked
-        per example afterwards."""
-        if not isinstance(state, Mapping):
-            raise ValueError(f"state must be a dict, got {type(state).__name__}")
-        name = state.get("algorithm")
-        if not isinstance(name, str) or name != cls.name:
-            raise ValueError(f"state is for {name!r}, not {cls.name!r}")
-        expected = cls.state_members()
+        """Inverse of :meth:`state_dict`, also of the states written before the envelope
+        (``"algorithm": name``, the same payload). A ValueError naming the member unless
+        ``state`` is one a learner of this class could have saved: exactly its members,
+        params the constructor accepts, counters 0 <= n_updates <= n_examples, arrays of
+        the right shapes and dtypes whose contents the kernels can run on
+        (``_check_state``; index ranges, structure, finite values). Vectorized, O(state
+        size); nothing is checked per example afterwards."""
+        _, state = open_envelope(state, cls.name, (0, cls.format_version))
+        expected = cls._payload_members()
         missing = sorted(expected.difference(state))
         unknown = sorted(repr(key) for key in state if key not in expected)
         if missing or unknown:
@@ -155,9 +171,6 @@ class OnlineLearner:
         learner.n_examples_ = check_integer("n_examples", state["n_examples"], 0, _MAX_COUNT)
         learner.n_updates_ = check_integer("n_updates", state["n_updates"], 0,
                                            learner.n_examples_, "n_examples")
-        for key in cls._state_scalars:
-            setattr(learner, "_" + key, check_scalar(key, state[key],
-                                                     type(getattr(learner, "_" + key))))
         for key in cls._state_arrays:
             current = getattr(learner, "_" + key)
             array = as_array(key, state[key])
@@ -207,6 +220,15 @@ class OnlineLearner:
         except (TypeError, ValueError, OverflowError, MemoryError) as exc:
             raise ValueError(f"state member 'params' is invalid for {cls.name!r}: "
                              f"{exc}") from exc
+
+    def to_bytes(self) -> bytes:
+        """:meth:`state_dict` in the safe archive format (``algorithms.serialization``)."""
+        return dumps_state(self.state_dict())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, max_bytes: int = 1 << 34) -> OnlineLearner:
+        """Inverse of :meth:`to_bytes`; ValueError on a malformed or foreign state."""
+        return cls.from_state_dict(loads_state(data, max_bytes=max_bytes))
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -262,19 +284,6 @@ def check_integer(member: str, value: Any, low: int, high: int, high_name: str =
         raise ValueError(f"state member {member!r} is {value}, outside [{low}, "
                          f"{high_name or high}]")
     return value
-
-
-def check_scalar(member: str, value: Any, kind: type) -> Any:
-    """A scalar state member of ``kind`` (int, or float: any finite real); else ValueError."""
-    if kind is int:
-        return check_integer(member, value, -_MAX_COUNT - 1, _MAX_COUNT)
-    if not isinstance(value, bool) and isinstance(value, numbers.Real):
-        try:
-            if np.isfinite(float(value)):
-                return kind(value)
-        except OverflowError:
-            pass
-    raise ValueError(f"state member {member!r} must be a finite number, got {value!r}")
 
 
 def as_array(member: str, value: Any) -> np.ndarray:

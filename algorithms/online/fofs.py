@@ -6,7 +6,8 @@ Otherwise:      w  = (1 - lam eta) w.
 
 The shrink and the projection scale every weight alike, so w = s v with a lazy global
 scale s; ||v||^2 is kept incrementally (recomputed exactly every B updates). A step costs
-O(m log B) instead of the paper's O(d); memory is O(B).
+O(m log B) instead of the paper's O(d); memory is O(B). The CPU-specific choices in the
+kernel each say why; ``benchmarks/online.py`` (training throughput) guards them.
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ class FOFS(SelectingLearner):
 
     name = "fofs"
     _two_lane_scores = False   # one chain: two lanes measured 4% slower in FOFS's loop
+    # (guard: benchmarks/online.py, training throughput; decision_function follows suit)
     _state_arrays = SelectingLearner._state_arrays + ("norm_state",)
 
     def __init__(self, *, n_features: int, budget: int, eta: float = 0.2,

@@ -1,11 +1,14 @@
 """OGD: online gradient descent on the hinge loss, no feature selection (seed 002 baseline).
 
 If y w.x < 1:  w <- w + eta_t y x,  eta_t = eta / t^power_t  (t = examples seen, from 1).
-Dense weights: O(m) per example, O(d) memory. The kernels index with ``np.uint32`` of the
-(validated, non-negative) int32 indices: numba then skips its negative-index wraparound,
-which made these gathers ~20% slower. For the same reason every online kernel walks a row
-with unsigned positions (``np.uint64`` of ``indptr``): with signed ones each access to
-``indices[k]`` and ``values[k]`` paid the wraparound too (PET +22%, measured).
+Dense weights: O(m) per example, O(d) memory.
+
+Speed (each choice below is guarded by the training-throughput table of
+``benchmarks/online.py``; rerun it after touching a kernel): the kernels index with
+``np.uint32`` of the (validated, non-negative) int32 indices, so numba skips its
+negative-index wraparound, which made these gathers ~20% slower. For the same reason every
+online kernel walks a row with unsigned positions (``np.uint64`` of ``indptr``): with signed
+ones each access to ``indices[k]`` and ``values[k]`` paid the wraparound too (PET +22%).
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from algorithms.sparse._prefetch import stream_ahead
 @njit(cache=True, inline="always")
 def _row_dot(indices, values, lo, hi, weights):
     """w . x over the entries lo:hi (unsigned) in two lanes, even and odd positions, added
-    at the end: one chain of adds ran at the add's latency. The dense learners score in this
-    order in fit and in decision_function alike, so the two agree bit for bit. O(m)."""
+    at the end: one chain of adds ran at the add's latency (4 cycles per entry; guard:
+    benchmarks/online.py). The dense learners score in this order in fit and in
+    decision_function alike, so the two agree bit for bit. O(m)."""
     one = np.uint64(1)
     even = 0.0
     odd = 0.0
@@ -49,7 +53,8 @@ def _dense_scores(indptr, indices, values, weights, scores):
 @njit(cache=True, inline="always")
 def _decay(t, power_t):
     """t ** power_t, the common power_t = 0.5 as one sqrt: correctly rounded (numba's pow
-    was up to one ulp off it) and cheaper (pow took ~4% of OGD's time)."""
+    was up to one ulp off it) and cheaper (pow took ~4% of OGD's time; guard:
+    benchmarks/online.py)."""
     if power_t == 0.5:
         return math.sqrt(t)
     return t ** power_t
@@ -67,7 +72,9 @@ def _ogd_fit(indptr, indices, values, labels, eta, power_t, seen, weights, score
             continue
         updates += 1
         step = label * eta / _decay(seen + row + 1.0, power_t)
-        for back in range(hi - lo):   # last entry first: its weight's line is likeliest in L1
+        # last entry first: the score pass just read this row's weights, the latest lines
+        # are the likeliest still in L1 (guard: benchmarks/online.py)
+        for back in range(hi - lo):
             k = hi - np.uint64(1) - back
             weights[np.uint32(indices[k])] += step * values[k]
     return updates

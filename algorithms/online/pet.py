@@ -3,8 +3,9 @@
 On a mistake (y w.x <= 0): w <- w + eta_t y x, then keep the B largest |w| (ties: lower
 feature index first) and zero the rest; eta_t = eta / t^power_t (constant by default).
 ``update_on="hinge"`` updates whenever the hinge loss is positive (y w.x < 1), as
-LIBSOL's PET does. Cost per example O(m log B) with the
-top set (the paper's version sorts all d weights, O(d log B)); memory O(B).
+LIBSOL's PET does. Cost per example O(m log B) with the top set (the paper's version sorts
+all d weights, O(d log B)); memory O(B). The CPU-specific choices in the kernel each say why;
+``benchmarks/online.py`` (training throughput) guards them.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
         lo, hi = np.uint64(indptr[row]), np.uint64(indptr[row + 1])   # unsigned: see ogd.py
         seed, shift = _map_hash(meta)   # per row: an admission may rebuild the map
         score = 0.0   # two lanes, even and odd positions (_score_rows' order): one chain
-        odd_score = 0.0   # of adds ran at the add's latency, 4 cycles per entry
+        odd_score = 0.0   # of adds ran at the add's latency, 4 cycles per entry (guard above)
         k = lo
         while k + one < hi:
             stream_ahead(indices, values, k)
@@ -98,7 +99,7 @@ def _pet_fit(indptr, indices, values, labels, eta, power_t, seen, hinge, slot_in
         # (exact check below). When few entries reach it (a running rate under 3%: the
         # hinge variant on X1, 0.7%) a branch on one unsigned compare of float bits skips
         # the rest; when many do (the perceptron, 11%) that branch mispredicts and a
-        # branch-free compaction is faster.
+        # branch-free compaction is faster (both variants: guard benchmarks/online.py).
         entry_key = _entry_key(slot_ints, slot_floats, meta)
         n_new = 0
         reaching = 0

@@ -2,7 +2,8 @@
 
 Only kept features have non-zero weights, so the weights live in the top set's slots; the
 memory of PET and FOFS is O(B) plus, for d <= 2^21, a direct feature -> slot table of 2
-bytes per feature (``_featuremap``), which scores an example ~1.5x faster than the hash.
+bytes per feature (``_featuremap``), which scores an example ~1.5x faster than the hash
+(SOFS adds its dense 16 bytes per feature).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ class SelectingLearner(OnlineLearner):
 
     selects = True
     _state_arrays = ("slot_ints", "slot_floats", "meta")
-    # The fit kernel's summation order, which decision_function repeats (see _score_rows)
+    # The fit kernel's summation order, which decision_function repeats (see _score_rows):
+    # two lanes of adds, or one chain (FOFS)
     _two_lane_scores: ClassVar[bool] = True
     # A kept feature's key is |its stored value| (PET, FOFS); SOFS keys variances
     _keys_are_abs_values: ClassVar[bool] = True

@@ -8,9 +8,10 @@ Variances only shrink, so the kept set is the paper's heap of the B smallest var
 only features of the example can enter, and the heap's lower bound stays valid while kept
 variances shrink: a step is O(m), plus O(B) to refresh and re-heapify the kept keys when a
 newcomer outranks the bound (rare once the informative features are kept) and O(log B)
-per admitted feature; never O(d). mu and Sigma are dense and interleaved (one cache line per
-feature; O(d) memory, as in the paper); a kept feature's variance is stored negated, so
-membership costs no extra load.
+per admitted feature; never O(d). mu and Sigma are dense and interleaved (a feature's pair
+is 16 bytes, read by one gather; O(d) memory, as in the paper); a kept feature's variance is
+stored negated, so membership costs no extra load. The CPU-specific choices in the kernel
+each say why; ``benchmarks/online.py`` (training throughput) guards them.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _sofs_step(flat, at, x, beta, gain):
     flat[at + SIGMA] = signed_sigma
     # kept: += gain u; others stay 0 (+= +-0.0). 0.5 - copysign(0.5, stored) is 1 or 0
     # without a branch: LLVM turned the select into a branch, mispredicted on the ~1/3 of
-    # entries that are kept (2.1x slower)
+    # entries that are kept (2.1x slower; guard: benchmarks/online.py)
     flat[at + MEAN] = fma(gain * (0.5 - math.copysign(0.5, stored)), u, flat[at + MEAN])
     return float_bits(signed_sigma), new_sigma, u
 
@@ -107,13 +108,15 @@ def _sofs_fit(indptr, indices, values, labels, r, flat, slot_ints, slot_floats,
         # 0 < Sigma_j <= -entry_key, one unsigned compare of the float's bits (a kept
         # feature's stored Sigma is negative, its bits above every positive float). Rare
         # once the kept set settles, so the branch predicts well; as separate float tests
-        # the compiler branched on "kept" itself, unpredictable, 2x slower.
+        # the compiler branched on "kept" itself, unpredictable, 2x slower (guard:
+        # benchmarks/online.py).
         limit = float_bits(-_entry_key(slot_ints, slot_floats, meta))
         n_new = 0
         sign_bits = np.uint64(0)   # its top bit: a kept feature was touched (keys stale)
         one = np.uint64(1)
         # Last entry first, two a turn (less loop overhead per entry): the score pass just
         # read this row's state lines, and the latest ones are the likeliest still in L1
+        # (guard: benchmarks/online.py)
         k = hi
         while k > lo:
             k -= one

@@ -5,7 +5,9 @@ decrement of its reference count per call wherever numba cannot prove the pair r
 which it could not across the branches of the number parsers: called once per number,
 those pairs took 45% of the libsvm reader's time and 65% of the JSON scanner's. The
 helpers take the buffer's address (``buf.ctypes.data``) and read through it; the caller
-holds the array (keeping it alive) and checks every position against its length.
+holds the array (keeping it alive) and checks every position against its length. Guards:
+the libsvm end-to-end table of ``benchmarks/online.py``, and the service's JSON ingestion
+(``load_tests/service_load.py``).
 """
 
 from __future__ import annotations

@@ -93,7 +93,8 @@ _NEWLINES, _COLONS = byte_pattern(_NL), byte_pattern(_COLON)
 @njit(cache=True, nogil=True)
 def _count_bytes(buf):
     """(number of newlines, number of colons): bounds for rows and non-zeros. O(size),
-    eight bytes per step (``zero_bytes``: 4-5x the speed of a byte loop here)."""
+    eight bytes per step (``zero_bytes``: 4-5x the speed of a byte loop here; guard: the
+    libsvm end-to-end table of benchmarks/online.py)."""
     n = len(buf)
     address = buf.ctypes.data
     lines = np.uint64(0)
@@ -126,7 +127,8 @@ def _parse(buf, max_rows, indices, values, one_based):
     n = len(buf)
     # Every byte is read through the address (``byte_at``): no reference counting per inline
     # call, and none of the negative-index wraparound that ``buf[pos]`` pays for a signed
-    # ``pos`` (reading the tokens' bytes by address: one-thread parse +12%, side by side)
+    # ``pos`` (reading the tokens' bytes by address: one-thread parse +12%, side by side;
+    # guard: the libsvm end-to-end table of benchmarks/online.py)
     address = buf.ctypes.data
     max_nnz = len(indices)
     labels = np.empty(max_rows, dtype=np.float64)

@@ -5,8 +5,9 @@ weight per entry. Left to the hardware prefetcher, the stream arrived too late o
 machines measured: the gathers filled the load queue and the stream stalled on DRAM (an
 X1 score loop ran at half the speed of a loop that only reads the batch). Asking for the
 entry ``STREAM_AHEAD`` positions ahead on every step restores the stream's speed
-(~2x for the score loop, +40% for OGD, side by side). A prefetch is only a hint: it
-never faults, so addresses past the end of an array are harmless, and it changes no result.
+(~2x for the score loop, +40% for OGD, side by side; guard: the training-throughput table
+of ``benchmarks/online.py``). A prefetch is only a hint: it never faults, so addresses past
+the end of an array are harmless, and it changes no result.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from numba import types
 from numba.extending import intrinsic
 
 # Entries ahead of the current one: 4 KiB of float64 values, far enough to cover DRAM
-# latency at the loop's speed (256 was 15% slower on X1; 1024 the same as 512).
+# latency at the loop's speed (256 was 15% slower on X1; 1024 the same as 512; guard:
+# benchmarks/online.py).
 STREAM_AHEAD = 512
 
 _I8_PTR = ir.IntType(8).as_pointer()

@@ -5,7 +5,9 @@ problem. ``values`` are float64 (the CSR invariant).
 With ``bounded`` (the service's ingestion) a value must also satisfy ``|x| < 2^50``
 (``MAX_ABS_VALUE``, about 1.1e15, above any millisecond timestamp): within that range no
 learner's state can overflow, squares and sums of squares of a row staying below 1e35, far
-from float64's 1.8e308."""
+from float64's 1.8e308. Guards of the branch-free passes: ``benchmarks/online.py`` (training
+from a scipy matrix, validation included) and the service's ingestion
+(``load_tests/service_load.py``)."""
 
 from __future__ import annotations
 

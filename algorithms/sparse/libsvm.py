@@ -4,10 +4,10 @@ Line format: ``label [qid:q] index:value index:value ... [# comment]``. Blank li
 comment lines are skipped (they still count for line numbers). Indices are 1-based by
 default (``zero_based=False``), 0-based with ``zero_based=True``, or detected with
 ``"auto"`` (0-based when any index is 0). Values are correctly rounded: a numba pass
-parses numbers with at most 15 significant digits and a decimal exponent within +-22
-exactly (Clinger's fast path); the rare other tokens are re-parsed by numpy. One pass over
-the bytes, O(size); rows come out with sorted indices. The numba kernels are in
-``algorithms.sparse._libsvm_kernels``.
+parses numbers of at most 19 significant digits (``_decimal.exact_float``: Clinger's fast
+path, or an exact division for up to 27 decimal places); the rare other tokens are
+re-parsed by numpy. One pass over the bytes, O(size); rows come out with sorted indices.
+The numba kernels are in ``algorithms.sparse._libsvm_kernels``.
 """
 
 from __future__ import annotations

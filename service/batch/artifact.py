@@ -1,10 +1,11 @@
 """A published version of a batch model: the fitted model in the algorithms' safe format,
 the validation statistics an anytime answer needs, and the metadata; plus how it answers.
 
-Blob: a state archive (``algorithms.serialization``) with members ``model`` (the bytes of
-the model's ``to_bytes``), ``validation`` (anytime: the bytes of the held-out
-``SufficientStatistics``, when there are any) and the metadata as JSON values. Nothing in it
-is ever unpickled.
+Blob: a state archive (``algorithms.serialization``) in the envelope of ``algorithms.states``
+(``kind`` "featurebudget-artifact", ``format_version`` 1; blobs written before it have no
+version) with members ``model`` (the bytes of the model's ``to_bytes``), ``validation``
+(anytime: the bytes of the held-out ``SufficientStatistics``, when there are any) and the
+metadata as JSON values. Nothing in it is ever unpickled.
 
 Answers (:meth:`Artifact.answer`) for a computed set ``S`` of groups:
 
@@ -32,10 +33,11 @@ from algorithms.serialization import StateFormatError, dumps_state, loads_state
 from service.batch.spec import BatchLayout
 
 KIND = "featurebudget-artifact"
+FORMAT_VERSION = 1
 
 
 def pack(model, validation_stats, meta: dict[str, Any]) -> bytes:
-    state: dict[str, Any] = {"kind": KIND, "meta": meta,
+    state: dict[str, Any] = {"kind": KIND, "format_version": FORMAT_VERSION, "meta": meta,
                              "model": np.frombuffer(model.to_bytes(), dtype=np.uint8)}
     if validation_stats is not None:
         state["validation"] = np.frombuffer(validation_stats.to_bytes(), dtype=np.uint8)
@@ -50,6 +52,9 @@ def unpack(blob: bytes, family: str, layout: BatchLayout) -> Artifact:
         raise ValueError(f"not a valid artifact: {exc}") from exc
     if state.get("kind") != KIND or not isinstance(state.get("meta"), dict):
         raise ValueError("not a featurebudget artifact")
+    if state.get("format_version", FORMAT_VERSION) != FORMAT_VERSION:
+        raise ValueError(f"artifact format_version {state.get('format_version')!r}; this "
+                         f"service reads {FORMAT_VERSION}")
     meta = state["meta"]
     if meta.get("family") != family:
         raise ValueError(f"artifact of a {meta.get('family')!r} model, this model is "
@@ -216,7 +221,7 @@ class Artifact:
                                              strict=True) if t < n_trees)
         features = self.layout.features_of(S)
         dense = _dense(X, features)
-        scores = model.decision_function(dense, computed=features.tolist())
+        scores = model.decision_function(dense, computed_groups=S)
         out = {"predictions": scores.tolist() if self.task == "regression" else None,
                "groups_used": self._names(used), "cost": self.layout.cost_of(used),
                "trees_used": n_trees, **self._gbfs_figures(n_trees)}
@@ -254,7 +259,7 @@ class Artifact:
         spent = self.layout.cost_of(S)
         room = None if budget is None else budget - spent + 1e-12 * max(abs(budget), 1.0)
         if self.family == "anytime":
-            g = self.model.next_group(S, budget=budget)
+            g = self.model.next_group(S, max_cost=budget)
             if g is None:
                 return None
             gain = self.expected_ev(sorted(set(S) | {g}))[0] - self.expected_ev(S)[0]

@@ -49,20 +49,10 @@ def build_estimator(family: str, algorithm: str, task: str, layout: BatchLayout,
 
 def check_estimator(family: str, algorithm: str, task: str, layout: BatchLayout,
                     params: BatchParams) -> None:
-    """Validate the parameters' values at creation (ValueError / TypeError)."""
+    """Validate the parameters' values at creation (ValueError / TypeError): the checks
+    the estimator's ``fit`` makes of them (``check_params``, ``algorithms.batch``)."""
     estimator = build_estimator(family, algorithm, task, layout, params)
-    if family == "anytime":
-        alpha = estimator.alpha
-        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not alpha >= 0:
-            raise ValueError(f"alpha must be a number >= 0, got {alpha!r}")
-        for name in ("budget", "max_groups"):
-            value = getattr(estimator, name)
-            if value is not None and (isinstance(value, bool) or
-                                      not isinstance(value, int | float) or value < 0):
-                raise ValueError(f"{name} must be a number >= 0 or null, got {value!r}")
-    elif family == "gbfs":
-        estimator._check_params(layout.n_features)
-        estimator._check_groups(layout.n_features)
+    estimator.check_params(layout.n_features)
 
 
 def fit(family: str, algorithm: str, task: str, layout: BatchLayout, params: BatchParams,

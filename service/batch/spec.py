@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from algorithms.batch import canonical_params
 from service.errors import item_error
 from service.schemas import ModelCreate
 
@@ -134,12 +135,17 @@ def split_params(spec: ModelCreate) -> BatchParams:
                          field="params.estimator")
     if family != "nvsd" and estimator is not None:
         raise item_error("only nvsd models choose an estimator", field="params.estimator")
-    known = _estimator_keywords(spec, estimator) - _RESERVED[family]
-    unknown = sorted(set(params) - known)
+    known, deprecated = _estimator_keywords(spec, estimator)
+    known -= _RESERVED[family]
+    unknown = sorted(set(params) - known - deprecated)
     if unknown:
+        listed = (known | set(SERVICE_PARAMS[:3]) | _window_names(family))
         raise item_error(f"unknown parameters {unknown} for {spec.algorithm}; known: "
-                         f"{sorted(known | set(SERVICE_PARAMS[:3]) | _window_names(family))}",
-                         field=f"params.{unknown[0]}")
+                         f"{sorted(listed)}", field=f"params.{unknown[0]}")
+    try:  # a renamed parameter's old name (e.g. gbfs's mu) reaches the estimator renamed
+        params = canonical_params(_estimator_classes(spec, estimator)[-1], params)
+    except TypeError as exc:
+        raise item_error(str(exc), field="params") from exc
     return BatchParams(float(fraction), every_n, None if every_s is None else float(every_s),
                        window, estimator, params)
 
@@ -167,25 +173,32 @@ def _window(raw, default_size: int) -> Window:
     return Window(kind, size, seed)
 
 
-def _estimator_keywords(spec: ModelCreate, estimator: str | None) -> set[str]:
+def _estimator_classes(spec: ModelCreate, estimator: str | None) -> list[type]:
+    """The estimator classes whose keywords ``params`` may use (the built one last)."""
     from algorithms.anytime import AnytimeLinearModel
     from algorithms.gbfs import GBFS
     from algorithms.nvsd import NVSD, RelaxedNVSD
 
     if spec.family == "anytime":
-        classes = [AnytimeLinearModel]
-    elif spec.family == "gbfs":
-        classes = [GBFS]
-    else:
-        classes = [NVSD, RelaxedNVSD] if estimator == "relaxed" else [NVSD]
+        return [AnytimeLinearModel]
+    if spec.family == "gbfs":
+        return [GBFS]
+    return [NVSD, RelaxedNVSD] if estimator == "relaxed" else [NVSD]
+
+
+def _estimator_keywords(spec: ModelCreate, estimator: str | None
+                        ) -> tuple[set[str], set[str]]:
+    """(the estimator's keywords, their deprecated spellings, still accepted)."""
     names: set[str] = set()
-    for cls in classes:
+    deprecated: set[str] = set()
+    for cls in _estimator_classes(spec, estimator):
+        deprecated |= set(getattr(cls, "_renamed", {}))
         for name, parameter in inspect.signature(cls.__init__).parameters.items():
             if name != "self" and parameter.kind is not inspect.Parameter.VAR_KEYWORD:
                 names.add(name)
     if estimator == "relaxed":
         names -= {"tau", "warm_start"}  # the relaxed estimator runs a tau path itself
-    return names
+    return names - deprecated, deprecated
 
 
 def validation_size(window: Window, fraction: float) -> int:

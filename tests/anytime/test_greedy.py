@@ -137,7 +137,7 @@ def test_zero_cost_first_budget_cap_and_max_groups():
     costs[[2, 4]] = 0.0
     result = sequence_groups(C, b, groups, costs, "cs-g-omp")
     assert set(result.order[:2]) == {2, 4}
-    capped = sequence_groups(C, b, groups, costs, "cs-g-fr", budget=3.0)
+    capped = sequence_groups(C, b, groups, costs, "cs-g-fr", max_cost=3.0)
     assert capped.cumulative_cost[-1] <= 3.0
     left = set(range(len(groups))) - set(capped.order)
     assert all(costs[g] > 3.0 - capped.cumulative_cost[-1] for g in left)

@@ -80,13 +80,15 @@ def naive_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, fo
 
 
 def naive_gbfs(X, y, *, loss="logistic", n_estimators=10, learning_rate=0.1, max_depth=3,
-               mu=0.0, costs=None, max_bins=255, min_samples_leaf=1, leaf_values="newton",
+               feature_penalty=0.0, costs=None, max_bins=255, min_samples_leaf=1,
+               leaf_values="newton",
                min_split_hessian=2e-3, reg_lambda=0.0, split_gain="gradient",
                min_child_hessian=1e-3, groups=None, group_costs=None):
     """Plain gradient boosting with ``naive_tree``; returns (features, thresholds, values, F).
 
     ``y`` is 0/1 for the logistic loss. Bins come from ``algorithms.gbfs.binning``. With
-    ``groups`` the penalty of ``f`` is ``mu * group_costs[g]`` for the group ``g`` holding it.
+    ``groups`` the penalty of ``f`` is ``feature_penalty * group_costs[g]`` for the group
+    ``g`` holding it.
     """
     edges, offsets = binning.fit_bin_edges(X, max_bins)
     codes = binning.apply_bins(X, edges, offsets)
@@ -97,12 +99,13 @@ def naive_gbfs(X, y, *, loss="logistic", n_estimators=10, learning_rate=0.1, max
         scores = np.full(len(y), np.log(p / (1 - p)))
     else:
         scores = np.full(len(y), y.mean())
-    penalty = mu * (np.ones(X.shape[1]) if costs is None else np.asarray(costs, float))
+    penalty = feature_penalty * (np.ones(X.shape[1]) if costs is None
+                                 else np.asarray(costs, float))
     if groups is not None:
         group_costs = np.ones(len(groups)) if group_costs is None else group_costs
         penalty = np.zeros(X.shape[1])
         for group, cost in zip(groups, group_costs, strict=True):
-            penalty[group] = mu * cost
+            penalty[group] = feature_penalty * cost
     used = False
     trees = []
     for _ in range(n_estimators):

@@ -25,7 +25,7 @@ def test_mu_zero_equals_plain_boosting_oracle(task, loss, leaf_values):
     target = y if loss == "logistic" else X[:, 0] * y + X[:, 1] ** 2
     params = dict(n_estimators=6, learning_rate=0.3, max_depth=3, max_bins=12,
                   leaf_values=leaf_values)
-    model = GBFS(loss=loss, mu=0.0, min_samples_leaf=2, **params).fit(X, target)
+    model = GBFS(loss=loss, feature_penalty=0.0, min_samples_leaf=2, **params).fit(X, target)
     feats, thresholds, values, scores = naive_gbfs(X, target, loss=loss, min_samples_leaf=2,
                                                    **params)
     np.testing.assert_array_equal(model.tree_feature_, feats)
@@ -45,7 +45,7 @@ def test_regularized_and_newton_fits_equal_the_oracle(task, loss, extra):
     X, y, _ = task
     X, y = X[:150], y[:150]
     target = y if loss == "logistic" else X[:, 0] * y + X[:, 1] ** 2
-    params = dict(n_estimators=6, learning_rate=0.3, max_depth=3, max_bins=12, mu=0.2,
+    params = dict(n_estimators=6, learning_rate=0.3, max_depth=3, max_bins=12, feature_penalty=0.2,
                   min_samples_leaf=2, **extra)
     model = GBFS(loss=loss, **params).fit(X, target)
     feats, thresholds, values, scores = naive_gbfs(X, target, loss=loss, **params)
@@ -66,10 +66,12 @@ def test_paper_options_reproduce_the_original_trees_bit_for_bit(singletons):
     groups = dict(feature_groups=[[f] for f in range(12)]) if singletons else {}
     fits = [GBFS(n_estimators=25, max_depth=3, min_samples_leaf=3, reg_lambda=0.0,
                  split_gain="gradient", **groups, **kw).fit(X, y)
-            for kw in (dict(mu=0.3), dict(mu=0.0, leaf_values="mean"),
-                       dict(mu=1.0, subsample=0.7, random_state=1))]
-    fits.append(GBFS(loss="squared", n_estimators=25, max_depth=3, mu=0.2, reg_lambda=0.0,
-                     split_gain="gradient", **groups).fit(X, X[:, 0] * y + X[:, 1] ** 2))
+            for kw in (dict(feature_penalty=0.3),
+                       dict(feature_penalty=0.0, leaf_values="mean"),
+                       dict(feature_penalty=1.0, subsample=0.7, random_state=1))]
+    fits.append(GBFS(loss="squared", n_estimators=25, max_depth=3, feature_penalty=0.2,
+                     reg_lambda=0.0, split_gain="gradient", **groups)
+                .fit(X, X[:, 0] * y + X[:, 1] ** 2))
     digests = [hashlib.sha256(m.tree_feature_.tobytes() + m.tree_threshold_.tobytes()
                               + m.tree_value_.tobytes()).hexdigest()[:16] for m in fits]
     assert digests == ["c0a15f9a565ef519", "29931dcb270d61ce", "4acd89b4cc014c0c",
@@ -79,7 +81,7 @@ def test_paper_options_reproduce_the_original_trees_bit_for_bit(singletons):
 def test_penalized_fit_equals_oracle_with_costs(task):
     X, y, _ = task
     costs = np.linspace(0.5, 2.0, X.shape[1])
-    params = dict(n_estimators=8, max_depth=2, max_bins=10, mu=0.4)
+    params = dict(n_estimators=8, max_depth=2, max_bins=10, feature_penalty=0.4)
     model = GBFS(feature_costs=costs, **params).fit(X, y)
     feats, thresholds, _, _ = naive_gbfs(X, y, costs=costs, **params)
     np.testing.assert_array_equal(model.tree_feature_, feats)
@@ -88,8 +90,8 @@ def test_penalized_fit_equals_oracle_with_costs(task):
 
 def test_large_mu_uses_only_the_single_most_useful_feature(task):
     X, y, _ = task
-    root = GBFS(mu=0.0, n_estimators=1, max_depth=1).fit(X, y).tree_feature_[0, 0]
-    model = GBFS(mu=1e6, n_estimators=40, max_depth=3).fit(X, y)
+    root = GBFS(feature_penalty=0.0, n_estimators=1, max_depth=1).fit(X, y).tree_feature_[0, 0]
+    model = GBFS(feature_penalty=1e6, n_estimators=40, max_depth=3).fit(X, y)
     np.testing.assert_array_equal(model.selected_features_, [root])
     np.testing.assert_array_equal(model.feature_entry_iteration_, [0])
     assert np.all(model.tree_feature_[1:, 0] == root)  # reusing it later is free
@@ -98,7 +100,7 @@ def test_large_mu_uses_only_the_single_most_useful_feature(task):
 def test_feature_count_never_increases_with_mu(task):
     X, y, _ = task
     grid = [0.0] + [2.0**k for k in range(-3, 10)]
-    counts = [GBFS(mu=mu, n_estimators=60, max_depth=3, subsample=0.8, random_state=0)
+    counts = [GBFS(feature_penalty=mu, n_estimators=60, max_depth=3, subsample=0.8, random_state=0)
               .fit(X, y).n_features_used() for mu in grid]
     assert counts[0] > counts[-1] == 1
     assert all(a >= b for a, b in zip(counts, counts[1:], strict=False)), counts
@@ -106,7 +108,7 @@ def test_feature_count_never_increases_with_mu(task):
 
 def test_entry_order_and_iterations_match_the_trees(task):
     X, y, _ = task
-    model = GBFS(mu=0.5, n_estimators=30, max_depth=3).fit(X, y)
+    model = GBFS(feature_penalty=0.5, n_estimators=30, max_depth=3).fit(X, y)
     seen: list[int] = []
     for t, tree in enumerate(model.tree_feature_):
         for f in tree[tree >= 0]:
@@ -119,19 +121,20 @@ def test_entry_order_and_iterations_match_the_trees(task):
 
 def test_anytime_prediction_uses_the_longest_allowed_prefix(task):
     X, y, _ = task
-    model = GBFS(mu=0.25, n_estimators=40, max_depth=3).fit(X, y)
+    model = GBFS(feature_penalty=0.25, n_estimators=40, max_depth=3).fit(X, y)
     full = model.decision_function(X)
     assert len(model.selected_features_) >= 3
-    np.testing.assert_array_equal(model.decision_function(X, computed=range(X.shape[1])), full)
-    np.testing.assert_array_equal(model.predict(X, computed=set(model.selected_features_)),
+    np.testing.assert_array_equal(
+        model.decision_function(X, computed_groups=range(X.shape[1])), full)
+    np.testing.assert_array_equal(model.predict(X, computed_groups=set(model.selected_features_)),
                                   model.predict(X))
-    np.testing.assert_array_equal(model.decision_function(X, computed=set()),
+    np.testing.assert_array_equal(model.decision_function(X, computed_groups=set()),
                                   np.full(len(X), model.base_score_))
     staged = list(model.staged_decision_function(X))
     np.testing.assert_array_equal(staged[-1], full)
     for k in range(1, len(model.selected_features_)):
         prefix = model.feature_entry_iteration_[k]
-        got = model.decision_function(X, computed=set(model.selected_features_[:k]))
+        got = model.decision_function(X, computed_groups=set(model.selected_features_[:k]))
         expected = staged[prefix - 1] if prefix else np.full(len(X), model.base_score_)
         np.testing.assert_array_equal(got, expected)
     # a feature that is never used does not shorten the prefix
@@ -166,8 +169,9 @@ def test_deterministic_for_a_seed(task):
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
 def test_state_round_trip_is_bit_exact(task, loss):
     X, y, _ = task
-    model = GBFS(loss=loss, mu=0.3, n_estimators=20, feature_costs=np.arange(1.0, 13.0),
-                 learning_rate=0.1 + 1e-17 * 3, random_state=5, subsample=0.9).fit(X, y)
+    model = GBFS(loss=loss, feature_penalty=0.3, n_estimators=20,
+                 feature_costs=np.arange(1.0, 13.0), learning_rate=0.1 + 1e-17 * 3,
+                 random_state=5, subsample=0.9).fit(X, y)
     clone = GBFS.from_bytes(model.to_bytes())
     for name, value in model.state_dict().items():
         again = clone.state_dict()[name]
@@ -178,7 +182,8 @@ def test_state_round_trip_is_bit_exact(task, loss):
             assert value == again and type(value) is type(again), name
     np.testing.assert_array_equal(clone.decision_function(X), model.decision_function(X))
     computed = set(model.selected_features_[:2])
-    np.testing.assert_array_equal(clone.predict(X, computed), model.predict(X, computed))
+    np.testing.assert_array_equal(clone.predict(X, computed_groups=computed),
+                                  model.predict(X, computed_groups=computed))
 
 
 def test_invalid_input_is_rejected(task):
@@ -200,15 +205,34 @@ def test_invalid_input_is_rejected(task):
         model.predict(X[:, :5])
 
 
-def test_state_without_the_newer_parameters_loads_with_the_paper_values(task):
+def test_a_state_without_a_parameter_is_refused(task):
+    """Every parameter is in the state (states older than reg_lambda, split_gain and
+    min_child_hessian were never stored by the service: they are not read)."""
     X, y, _ = task
-    model = GBFS(mu=0.3, n_estimators=10).fit(X, y)
-    state = model.state_dict()
-    for name in ("reg_lambda", "split_gain", "min_child_hessian"):
+    model = GBFS(feature_penalty=0.3, n_estimators=10).fit(X, y)
+    for name in ("reg_lambda", "split_gain", "feature_penalty"):
+        state = model.state_dict()
         del state[name]
-    clone = GBFS.from_state_dict(state)
-    assert (clone.reg_lambda, clone.split_gain) == (0.0, "gradient")
-    np.testing.assert_array_equal(clone.decision_function(X), model.decision_function(X))
+        with pytest.raises(ValueError, match=name):
+            GBFS.from_state_dict(state)
+
+
+def test_the_deprecated_spellings_warn_and_mean_the_same(task):
+    X, y, _ = task
+    model = GBFS(feature_penalty=0.3, n_estimators=10, feature_groups=GROUPS).fit(X, y)
+    with pytest.warns(DeprecationWarning, match="mu"):
+        old = GBFS(mu=0.3, n_estimators=10, feature_groups=GROUPS).fit(X, y)
+    assert old.get_params() == model.get_params()
+    with pytest.warns(DeprecationWarning, match="mu"):
+        assert old.mu == 0.3
+    np.testing.assert_array_equal(old.tree_feature_, model.tree_feature_)
+    # computed= held feature indices: group 2 is the features 2 and 3
+    for method in (model.decision_function, model.predict, model.predict_proba):
+        with pytest.warns(DeprecationWarning, match="computed"):
+            old_way = method(X, computed=[2, 3])
+        np.testing.assert_array_equal(old_way, method(X, computed_groups=[2]))
+    with pytest.raises(TypeError, match="not both"):
+        GBFS(mu=1.0, feature_penalty=2.0)
 
 
 # ------------------------------------------------------------------------ feature groups
@@ -242,8 +266,8 @@ def test_singleton_groups_give_the_feature_cost_trees_bit_for_bit(task, loss, le
     target = y if loss == "logistic" else X[:, 0] * y + X[:, 1] ** 2
     costs = np.linspace(0.3, 2.0, X.shape[1])
     perm = np.random.default_rng(0).permutation(X.shape[1])  # group k is feature perm[k]
-    params = dict(loss=loss, leaf_values=leaf_values, mu=0.4, n_estimators=25, max_depth=3,
-                  subsample=0.8, random_state=2)
+    params = dict(loss=loss, leaf_values=leaf_values, feature_penalty=0.4, n_estimators=25,
+                  max_depth=3, subsample=0.8, random_state=2)
     plain = GBFS(feature_costs=costs, **params).fit(X, target)
     grouped = GBFS(feature_groups=[[int(f)] for f in perm], group_costs=costs[perm],
                    **params).fit(X, target)
@@ -268,7 +292,7 @@ def test_grouped_fit_equals_the_oracle(task, loss, extra):
     X, y = X[:150], y[:150]
     target = y if loss == "logistic" else X[:, 0] * y + X[:, 1] ** 2
     mu = 0.3 if loss == "logistic" else 0.1
-    params = dict(n_estimators=8, learning_rate=0.3, max_depth=3, max_bins=12, mu=mu,
+    params = dict(n_estimators=8, learning_rate=0.3, max_depth=3, max_bins=12, feature_penalty=mu,
                   min_samples_leaf=2, **extra)
     model = GBFS(loss=loss, feature_groups=GROUPS, group_costs=GROUP_COSTS, **params)
     model.fit(X, target)
@@ -300,7 +324,7 @@ def test_a_used_group_makes_its_other_features_free(depth, n_trees, free_node):
     X = np.array(list(itertools.product([0.0, 1.0], repeat=3)) * 50)
     y = 10 * X[:, 0] + X[:, 1] + 1.2 * X[:, 2]
     params = dict(loss="squared", n_estimators=n_trees, learning_rate=1.0, max_depth=depth,
-                  mu=15.0)
+                  feature_penalty=15.0)
     grouped = GBFS(feature_groups=[[0, 1], [2]], group_costs=[5.0, 2.0], **params).fit(X, y)
     per_feature = GBFS(feature_costs=[5.0, 5.0, 2.0], **params).fit(X, y)
     t, j = free_node
@@ -317,8 +341,8 @@ def test_grouped_state_round_trip_is_bit_exact(task, loss):
     X, y, _ = task
     costs = np.array([0.1 + 3e-17, 1 / 3, 2.0**-30, 7.0, np.nextafter(1.5, 2.0)])
     groups = [[0, 5, 7], [1], [3, 2], [10, 9, 4, 8], [6, 11]]  # members kept in given order
-    model = GBFS(loss=loss, mu=0.3, n_estimators=20, feature_groups=groups, group_costs=costs,
-                 random_state=5, subsample=0.9).fit(X, y)
+    model = GBFS(loss=loss, feature_penalty=0.3, n_estimators=20, feature_groups=groups,
+                 group_costs=costs, random_state=5, subsample=0.9).fit(X, y)
     state = model.state_dict()
     np.testing.assert_array_equal(state["feature_groups_members"], sum(groups, []))
     np.testing.assert_array_equal(state["feature_groups_sizes"], [3, 1, 2, 4, 2])
@@ -346,7 +370,7 @@ def test_grouped_state_round_trip_is_bit_exact(task, loss):
 
 def test_state_without_groups_loads_with_singleton_groups(task):
     X, y, _ = task
-    model = GBFS(mu=0.3, n_estimators=15).fit(X, y)
+    model = GBFS(feature_penalty=0.3, n_estimators=15).fit(X, y)
     state = model.state_dict()
     assert not {"feature_groups_members", "feature_groups_sizes", "group_costs"} & set(state)
     clone = GBFS.from_state_dict(state)
@@ -377,7 +401,7 @@ def test_invalid_groups_are_rejected(task, kwargs, match):
 
 def test_group_prefix_and_next_group_follow_the_trees(task):
     X, y, _ = task
-    model = GBFS(mu=0.15, n_estimators=40, max_depth=3, feature_groups=GROUPS,
+    model = GBFS(feature_penalty=0.15, n_estimators=40, max_depth=3, feature_groups=GROUPS,
                  group_costs=GROUP_COSTS).fit(X, y)
     T = model.tree_feature_.shape[0]
     assert len(model.selected_groups_) >= 3 and model.group_entry_iteration_[-1] > 0
@@ -389,8 +413,8 @@ def test_group_prefix_and_next_group_follow_the_trees(task):
             features = [f for g in computed for f in GROUPS[g]]
             t = model.n_trees_for_groups(computed)
             assert t == model.n_trees_for(features)
-            np.testing.assert_array_equal(model.decision_function(X, computed=features),
-                                          staged[t])
+            np.testing.assert_array_equal(
+                model.decision_function(X, computed_groups=computed), staged[t])
             g = model.next_group(computed)
             assert model.next_group(iter(sorted(computed))) == g  # any iterable, read once
             if g is None:
@@ -414,7 +438,7 @@ def test_group_prefix_and_next_group_follow_the_trees(task):
 
 def test_next_group_without_groups_is_a_feature(task):
     X, y, _ = task
-    model = GBFS(mu=0.25, n_estimators=30, max_depth=3).fit(X, y)
+    model = GBFS(feature_penalty=0.25, n_estimators=30, max_depth=3).fit(X, y)
     for k in range(len(model.selected_features_) + 1):
         computed = set(model.selected_features_[:k].tolist())
         assert model.n_trees_for_groups(computed) == model.n_trees_for(computed)

@@ -40,7 +40,7 @@ REGS = [("l", 0.05, 1e-2), ("gl", 0.1, 1e-2), ("en", 0.1, 1e-3)]
 
 
 def _reg(kind):
-    return make_regularizer(kind, D, groups=[[0, 1], [2]], mu=0.4)
+    return make_regularizer(kind, D, groups=[[0, 1], [2]], l1_ratio=0.4)
 
 
 @pytest.mark.parametrize(("kind", "tau", "nu"), REGS)
@@ -79,7 +79,7 @@ def test_objective_matches_direct_minimizer(problem, data, kind, tau, nu):
         if kind == "gl":
             pen = reg.weights @ np.sqrt(np.bincount(reg.group_of, smooth**2))
         elif kind == "en":
-            pen = reg.mu * smooth.sum() + (1 - reg.mu) * (smooth**2).sum()
+            pen = reg.l1_ratio * smooth.sum() + (1 - reg.l1_ratio) * (smooth**2).sum()
         else:
             pen = smooth.sum()
         return np.mean((y - u[:N]) ** 2) + tau * pen + nu * v @ v

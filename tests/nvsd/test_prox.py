@@ -10,8 +10,8 @@ CASES = [
     ("l", {}),
     ("gl", {"groups": [[0, 2], [1], [3]]}),
     ("gl", {"groups": [[0, 2], [1], [3]], "group_weight": "sqrt"}),
-    ("en", {"mu": 0.3}),
-    ("en", {"mu": 1.0}),
+    ("en", {"l1_ratio": 0.3}),
+    ("en", {"l1_ratio": 1.0}),
 ]
 
 
@@ -55,7 +55,7 @@ def test_regularizer_validation():
     with pytest.raises(ValueError):
         make_regularizer("gl", 3, groups=[[0, 1], [1, 2]])
     with pytest.raises(ValueError):
-        make_regularizer("en", 3, mu=0.0)
+        make_regularizer("en", 3, l1_ratio=0.0)
     with pytest.raises(ValueError):
         make_regularizer("x", 3)
     labels = make_regularizer("gl", 4, groups=[5, 5, 7, 5]).group_of

@@ -77,7 +77,7 @@ def test_relaxed_selection_recovers_the_true_support(name, regularizer, nu):
     (X, y), (Xv, yv), (Xt, yt) = (exp["make"](m, rng) for m in (100, 100, 500))
     path = nvsd_path(X, y, n_taus=6, ratio=1e-2, regularizer=regularizer,
                      kernel=exp["kernel"], **exp["kernel_params"], groups=exp["groups"],
-                     nu=nu, mu=0.75, tol=1e-3)
+                     nu=nu, l1_ratio=0.75, tol=1e-3)
     assert any(s.tolist() == list(RELEVANT) for m in path for s in ranked_supports(m))
     chosen = select_relaxed(path, X, y, Xv, yv)
     assert set(RELEVANT) <= set(chosen.support.tolist()) and len(chosen.support) <= 7

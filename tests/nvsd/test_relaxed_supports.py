@@ -91,60 +91,92 @@ def test_each_support_has_its_own_validation_best_alpha(lasso):
         assert model.support_validation_rmse_[k] == pytest.approx(min(rmse), rel=1e-12)
 
 
-def test_predict_with_computed_uses_the_largest_nested_support(fitted, x_test):
+def whole_units(units, variables) -> list[int]:
+    """The units all of whose variables are in ``variables``."""
+    have = set(variables)
+    return [u for u, members in enumerate(units) if set(members.tolist()) <= have]
+
+
+def test_predict_with_computed_groups_uses_the_largest_nested_support(fitted, x_test):
     model, units = fitted["model"], fitted["units"]
     rank, k_star = model.ranking_, model.support_index_
     assert k_star >= 2 and rank.size >= k_star + 2
-    np.testing.assert_array_equal(model.predict(x_test, computed=range(D)), model.predict(x_test))
-    np.testing.assert_array_equal(model.predict(x_test, computed=set()),
+    every = range(len(units))
+    np.testing.assert_array_equal(model.predict(x_test, computed_groups=every),
+                                  model.predict(x_test))
+    np.testing.assert_array_equal(model.predict(x_test, computed_groups=set()),
                                   np.full(len(x_test), fitted["y"].mean()))
     # units 0 and 2 of the ranking, not unit 1: only the top-1 support is inside
-    computed = set(units[rank[0]].tolist()) | set(units[rank[2]].tolist())
-    assert model.support_for(computed) == 1
-    np.testing.assert_array_equal(model.predict(x_test, computed=computed),
+    computed = [int(rank[0]), int(rank[2])]
+    assert model.support_for_groups(computed) == 1
+    assert model.support_for(set(units[rank[0]].tolist()) | set(units[rank[2]].tolist())) == 1
+    np.testing.assert_array_equal(model.predict(x_test, computed_groups=computed),
                                   model.support_models_[1].predict(x_test))
-    assert not np.allclose(model.predict(x_test, computed=computed), model.predict(x_test))
-    # the top unit less one variable: the mean
+    assert not np.allclose(model.predict(x_test, computed_groups=computed),
+                           model.predict(x_test))
+    # the top unit less one variable (variables, support_for): the mean
     assert model.support_for(set(units[rank[0]].tolist()[1:]) | set(units[rank[1]].tolist())) == 0
     # more than the chosen support (two more units): the chosen model, not a larger support
-    computed = set(model.supports_[k_star + 1].tolist()) | set(units[rank[-1]].tolist())
-    assert model.support_for(computed) == k_star
-    np.testing.assert_array_equal(model.predict(x_test, computed=computed), model.predict(x_test))
+    computed = [int(u) for u in rank[:k_star + 1]] + [int(rank[-1])]
+    assert model.support_for_groups(computed) == k_star
+    np.testing.assert_array_equal(model.predict(x_test, computed_groups=computed),
+                                  model.predict(x_test))
     # inputs a client has not computed may be NaN
     partial = set(model.supports_[1].tolist())
     X_nan = x_test.copy()
     X_nan[:, [a for a in range(D) if a not in partial]] = np.nan
-    np.testing.assert_array_equal(model.predict(X_nan, computed=partial),
-                                  model.predict(x_test, computed=partial))
+    groups = whole_units(units, partial)
+    np.testing.assert_array_equal(model.predict(X_nan, computed_groups=groups),
+                                  model.predict(x_test, computed_groups=groups))
     with pytest.raises(ValueError, match="computed"):
         model.support_for([D])
+    with pytest.raises(ValueError, match="computed_groups"):
+        model.support_for_groups([len(units)])
 
 
-def test_next_unit_walks_the_ranking_and_skips_computed_units(fitted):
+def test_next_group_walks_the_ranking_and_skips_computed_units(fitted):
     model, units = fitted["model"], fitted["units"]
     k_star = model.support_index_
     computed: set[int] = set()
     for step in range(k_star):
-        unit = model.next_unit(computed)
-        assert unit == model.ranking_[step] and model.support_for(computed) == step
-        assert not set(units[unit].tolist()) <= computed
-        computed |= set(model.unit_variables(unit).tolist())
-    assert model.next_unit(computed) is None and model.support_for(computed) == k_star
+        unit = model.next_group(computed)
+        assert unit == model.ranking_[step] and model.support_for_groups(computed) == step
+        assert unit not in computed
+        computed.add(unit)
+    assert model.next_group(computed) is None and model.support_for_groups(computed) == k_star
     rng = np.random.default_rng(0)
     for _ in range(200):
-        computed = set(rng.choice(D, size=rng.integers(0, D + 1), replace=False).tolist())
+        variables = set(rng.choice(D, size=rng.integers(0, D + 1), replace=False).tolist())
         if rng.random() < 0.5:  # a ranked prefix plus noise reaches deeper supports
-            computed |= set(model.supports_[rng.integers(0, k_star + 1)].tolist())
-        unit = model.next_unit(computed)
-        k = model.support_for(computed)
+            variables |= set(model.supports_[rng.integers(0, k_star + 1)].tolist())
+        computed = set(whole_units(units, variables))
+        unit = model.next_group(computed)
+        k = model.support_for_groups(computed)
+        assert k == model.support_for(variables)   # units and their variables agree
         if unit is None:
             assert k == k_star
             continue
-        assert unit in model.ranking_[:k_star].tolist()
-        assert not set(units[unit].tolist()) <= computed
+        assert unit in model.ranking_[:k_star].tolist() and unit not in computed
         position = model.ranking_.tolist().index(unit)
         assert k == position
-        assert all(set(units[u].tolist()) <= computed for u in model.ranking_[:position])
+        assert all(u in computed for u in model.ranking_[:position])
+
+
+def test_the_deprecated_spellings_warn_and_mean_the_same(fitted, x_test):
+    model, units = fitted["model"], fitted["units"]
+    variables = set(model.supports_[1].tolist()) | {0}
+    groups = whole_units(units, variables)
+    with pytest.warns(DeprecationWarning, match="computed"):
+        old = model.predict(x_test, computed=variables)
+    np.testing.assert_array_equal(old, model.predict(x_test, computed_groups=groups))
+    with pytest.warns(DeprecationWarning, match="next_unit"):
+        assert model.next_unit(variables) == model.next_group(groups)
+    with pytest.warns(DeprecationWarning, match="mu_"):
+        assert model.mu_ == model.l1_ratio_
+    with pytest.warns(DeprecationWarning, match="mus"):
+        assert RelaxedNVSD(mus=(0.5,)).l1_ratios == (0.5,)
+    with pytest.warns(DeprecationWarning, match="mu="):
+        assert RelaxedNVSD(mu=0.3).nvsd_params == {"l1_ratio": 0.3}
 
 
 def _assert_same_state(a, b):
@@ -181,11 +213,11 @@ def test_relaxed_bytes_round_trip_is_bit_exact_with_all_refits(fitted, x_test):
     for k in range(len(model.supports_)):
         np.testing.assert_array_equal(clone.support_models_[k].predict(x_test),
                                       model.support_models_[k].predict(x_test))
-    computed = set(model.supports_[1].tolist())
-    np.testing.assert_array_equal(clone.predict(x_test, computed=computed),
-                                  model.predict(x_test, computed=computed))
+    computed = [int(model.ranking_[0])]
+    np.testing.assert_array_equal(clone.predict(x_test, computed_groups=computed),
+                                  model.predict(x_test, computed_groups=computed))
     np.testing.assert_array_equal(clone.predict(x_test), model.predict(x_test))
-    assert clone.next_unit(computed) == model.next_unit(computed)
+    assert clone.next_group(computed) == model.next_group(computed)
 
 
 def test_state_without_nested_supports_still_loads(gl, x_test):
@@ -197,7 +229,7 @@ def test_state_without_nested_supports_still_loads(gl, x_test):
     assert clone.support_.tolist() == model.support_.tolist()
     assert not hasattr(clone, "supports_")
     with pytest.raises(ValueError, match="nested supports"):
-        clone.predict(x_test, computed=range(D))
+        clone.predict(x_test, computed_groups=[0])
 
 
 def _set(key, index, value):

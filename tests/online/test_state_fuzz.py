@@ -138,7 +138,8 @@ def damaged(draw, name: str):
             state[key] = draw(st.sampled_from([np.zeros(3), 0, "x", None]))
             applied.append((kind, key))
         elif kind == "scalar":
-            key = draw(st.sampled_from(["n_examples", "n_updates", "algorithm", "params"]))
+            key = draw(st.sampled_from(["n_examples", "n_updates", "kind", "format_version",
+                                        "algorithm", "params"]))
             state[key] = draw(st.sampled_from(SCALARS))
             applied.append((kind, key, state[key]))
         else:
@@ -233,7 +234,11 @@ def test_feature_in_three_slots_is_refused(layout):
 
 
 @pytest.mark.parametrize("state", [None, [1, 2], "pet", {"algorithm": ["pet"]},
-                                   {"algorithm": None}])
+                                   {"algorithm": None}, {"kind": ["pet"]},
+                                   {"kind": "pet", "format_version": 2},
+                                   {"kind": "pet", "format_version": True},
+                                   {"kind": "pet", "format_version": 0},
+                                   {"kind": "gbfs", "format_version": 1}])
 def test_not_a_state_is_refused(state):
     with pytest.raises(ValueError):
         learner_from_state(state)
