@@ -65,8 +65,9 @@ PROGRESSIVE_ACCURACY = Gauge(
     "Test-then-train accuracy over all examples applied", ["model"],
     multiprocess_mode="max")
 SELECTED_FEATURES = Gauge(
-    "featurebudget_selected_features", "Non-zero weights of the learner", ["model"],
-    multiprocess_mode="max")
+    "featurebudget_selected_features",
+    "Non-zero weights of an online learner; features in the groups a batch model's served "
+    "version selected", ["model"], multiprocess_mode="max")
 EXAMPLES_SEEN = Gauge(
     "featurebudget_model_examples", "Examples the learner has seen", ["model"],
     multiprocess_mode="max")
@@ -76,6 +77,11 @@ RETRAINS = Counter(
 RETRAIN_SECONDS = Histogram(
     "featurebudget_retrain_seconds", "Duration of one retrain job (fit and publish)", ["model"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0))
+READ_STALENESS = Histogram(
+    "featurebudget_read_staleness_seconds",
+    "Seconds from the folding process applying a micro-batch to another API process "
+    "serving it (observed when that process installs the serving view)", ["model"],
+    buckets=_LATENCY_BUCKETS)
 MODEL_VERSION = Gauge(
     "featurebudget_model_version", "Version of a batch model this process serves (API) or "
     "last published (worker)", ["model"], multiprocess_mode="max")
@@ -89,18 +95,63 @@ WINDOW_EXAMPLES = Gauge(
     multiprocess_mode="max")
 
 
+MODEL_INFO = Gauge(
+    "featurebudget_model_info",
+    "1 for each model this process knows, with its kind (online, or batch: budgeted "
+    "predictions) and algorithm; join on model to split any metric by kind",
+    ["model", "kind", "algorithm"], multiprocess_mode="max")
+
+# Every metric whose first label is the model, for forget_model.
+_PER_MODEL = (EXAMPLES_INGESTED, EXAMPLES_REPEATED, EXAMPLES_APPLIED, EXAMPLES_REJECTED,
+              DEADLETTER_ENTRIES, UPDATE_SECONDS, PREDICT_SECONDS, PREDICTIONS, FEEDBACK,
+              SNAPSHOTS, SNAPSHOTS_REFUSED, SNAPSHOT_SECONDS, LEARNER_LAG,
+              PROGRESSIVE_ACCURACY, SELECTED_FEATURES, EXAMPLES_SEEN, RETRAINS, RETRAIN_SECONDS,
+              READ_STALENESS, MODEL_VERSION, STATISTICS_EXAMPLES, WINDOW_EXAMPLES, MODEL_INFO)
+FORMATS = ("json", "libsvm", "bin")  # the ``format`` of examples ingested through the API
+FEEDBACK_OUTCOMES = ("correct", "wrong", "unknown")
+RETRAIN_OUTCOMES = ("succeeded", "failed")
+REJECTION_SOURCES = ("api", "stream")
+
+
+def init_model(spec) -> None:
+    """Give a model's labelled counters and histograms their series at 0 as soon as the
+    process knows the model (created, restored or followed from another process).
+
+    A counter that was never incremented has no series: a panel then shows "no data"
+    instead of 0, and ``increase()`` misses its first increment (an alert on the first
+    refused snapshot or failed retrain would never fire). ``spec``: a ``ModelSpec``.
+    ``featurebudget_read_staleness_seconds`` is left out: it is observed only where a model
+    that another process folds is served, from the first view installed there.
+    """
+    name, batch = spec.name, spec.is_batch
+    MODEL_INFO.labels(name, "batch" if batch else "online", spec.algorithm).set(1)
+    for fmt in FORMATS if batch else (*FORMATS, "feedback"):
+        EXAMPLES_INGESTED.labels(name, fmt)
+    for source in REJECTION_SOURCES:
+        EXAMPLES_REJECTED.labels(name, source)
+    for metric in (EXAMPLES_REPEATED, EXAMPLES_APPLIED, DEADLETTER_ENTRIES, PREDICTIONS,
+                   SNAPSHOTS, SNAPSHOTS_REFUSED, UPDATE_SECONDS, PREDICT_SECONDS,
+                   SNAPSHOT_SECONDS):
+        metric.labels(name)
+    if batch:
+        for outcome in RETRAIN_OUTCOMES:
+            RETRAINS.labels(name, spec.algorithm, outcome)
+        RETRAIN_SECONDS.labels(name)
+    else:
+        for outcome in FEEDBACK_OUTCOMES:
+            FEEDBACK.labels(name, outcome)
+
+
 def forget_model(model: str) -> None:
-    """Drop a deleted model's labelled series (single-process registry only)."""
-    for metric in (EXAMPLES_APPLIED, UPDATE_SECONDS, PREDICT_SECONDS, PREDICTIONS, SNAPSHOTS,
-                   SNAPSHOTS_REFUSED, SNAPSHOT_SECONDS, LEARNER_LAG, PROGRESSIVE_ACCURACY,
-                   SELECTED_FEATURES, EXAMPLES_SEEN, DEADLETTER_ENTRIES, RETRAIN_SECONDS,
-                   MODEL_VERSION, STATISTICS_EXAMPLES, WINDOW_EXAMPLES):
-        with contextlib.suppress(KeyError):
-            metric.remove(model)
-    for labels in list(RETRAINS._metrics):
-        if labels and labels[0] == model:
-            with contextlib.suppress(KeyError):
-                RETRAINS.remove(*labels)
+    """Drop a deleted model's labelled series (single-process registry only: with several
+    workers their values live in files that prometheus_client cannot remove from)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return
+    for metric in _PER_MODEL:
+        for labels in list(metric._metrics):
+            if labels and labels[0] == model:
+                with contextlib.suppress(KeyError):
+                    metric.remove(*labels)
 
 
 def render() -> tuple[bytes, str]:
