@@ -74,16 +74,14 @@ def load_file(path: str, model: str, *, via: str = "rest", url: str = "http://12
     elif via == "stream":
         import json
 
-        import redis
-
         from algorithms.sparse.libsvm import parse_libsvm
-        from clients.stream import StreamProducer
+        from clients.stream import StreamProducer, redis_client
         from service import wire
 
         redis_url = redis_url or os.environ.get("FEATUREBUDGET_REDIS_URL")
         if not redis_url:
             raise SystemExit("--via stream needs --redis-url or FEATUREBUDGET_REDIS_URL")
-        client = redis.Redis.from_url(redis_url)
+        client = redis_client(redis_url)  # a Redis server or a Redis Cluster
         raw = client.hget(wire.MODELS_KEY, model)
         if raw is None:
             raise SystemExit(f"no model named {model!r} in {redis_url}")

@@ -9,13 +9,41 @@ Examples are buffered and written ``batch_size`` per stream entry (one ``XADD`` 
 
 For a batch regression model pass ``targets=True``: labels are then float64 targets (the
 FBX1 targets flag), indices index the concatenation of the model's groups' features.
+
+A producer that retries after an error (a lost connection, a crash before it recorded the
+answer) sends each batch with :meth:`write_once` and a key of its own: a repeated key
+within the retention appends nothing and answers the ids of the first write. The keys are
+the same as the REST ``Idempotency-Key``'s (one check in Redis, atomic with the append).
+
+On a Redis Cluster pass a ``redis+cluster://host:port[,host:port...]/`` URL (see
+:func:`redis_client`) or a ``redis.cluster.RedisCluster``: each command and script of a
+producer touches one model's keys, one slot (the ``{model}`` hash tag).
 """
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from service import wire
+
+
+def redis_client(url: str):
+    """A blocking client for ``url``: ``redis.cluster.RedisCluster`` over the startup nodes
+    of a ``redis+cluster://`` (``rediss+cluster://``: TLS) URL, else ``redis.Redis``."""
+    import redis
+
+    cluster = wire.cluster_url(url)
+    if cluster is None:
+        return redis.Redis.from_url(url)
+    from redis.cluster import ClusterNode, RedisCluster
+
+    options = {"username": cluster["username"], "password": cluster["password"]}
+    if cluster["ssl"]:
+        options["ssl"] = True
+    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in cluster["nodes"]],
+                        **options)
 
 
 class StreamProducer:
@@ -23,14 +51,16 @@ class StreamProducer:
 
     def __init__(self, redis_url_or_client, model: str, *, batch_size: int = 100,
                  value_bytes: int = 4, pipeline_entries: int = 32,
-                 targets: bool = False) -> None:
+                 targets: bool = False, idempotency_retention_seconds: float = 86_400.0
+                 ) -> None:
         if isinstance(redis_url_or_client, str):
-            import redis
-
-            self.client = redis.Redis.from_url(redis_url_or_client)
+            self.client = redis_client(redis_url_or_client)
         else:
             self.client = redis_url_or_client
+        self.model = model
         self.key = wire.log_key(model)
+        self.retention_seconds = float(idempotency_retention_seconds)
+        self._append_once = self.client.register_script(wire.APPEND_ONCE_LUA)
         self.batch_size = int(batch_size)
         self.value_bytes = value_bytes
         self.pipeline_entries = pipeline_entries
@@ -50,18 +80,48 @@ class StreamProducer:
     def add_batch(self, indptr, indices, values, labels) -> None:
         """Encode a whole CSR batch directly (``batch_size`` rows per entry)."""
         self._seal()
+        for payload in self._encode(indptr, indices, values, labels):
+            self._pending.append(payload)
+            if len(self._pending) >= self.pipeline_entries:
+                self._write()
+
+    def write_once(self, key: str, indptr, indices, values, labels) -> tuple[list[str], bool]:
+        """Write a CSR batch now (after everything buffered), once per ``key``: ``(ids,
+        False)``, or ``(ids of the first write, True)`` when the key was used before within
+        the retention and nothing was appended. All entries of the batch go in one atomic
+        step. Keys: 1 to 128 visible ASCII characters."""
+        if not (isinstance(key, str) and 1 <= len(key) <= 128 and key.isascii()
+                and key.isprintable() and " " not in key):
+            raise ValueError("an idempotency key is 1 to 128 visible ASCII characters")
+        payloads = self._encode(indptr, indices, values, labels)
+        if not payloads:
+            raise ValueError("write_once needs at least one example")
+        self.flush()
+        args: list = [int(time.time() * 1000), max(1, int(self.retention_seconds * 1000)), key]
+        for payload in payloads:
+            args += [b"bin", payload, b""]
+        repeat, joined = self._append_once(
+            keys=[wire.idempotency_key(self.model), wire.idempotency_times_key(self.model),
+                  self.key], args=args)
+        joined = joined.decode() if isinstance(joined, bytes) else joined
+        ids = joined.split(" ")
+        if not repeat:
+            self.ids.extend(ids)
+        return ids, bool(repeat)
+
+    def _encode(self, indptr, indices, values, labels) -> list[bytes]:
         indptr = np.asarray(indptr, dtype=np.int64)
         labels = np.asarray(labels)
         n = len(indptr) - 1
+        payloads = []
         for start in range(0, n, self.batch_size):
             stop = min(n, start + self.batch_size)
             lo, hi = indptr[start], indptr[stop]
-            self._pending.append(wire.encode_batch(
+            payloads.append(wire.encode_batch(
                 indptr[start:stop + 1] - lo, np.asarray(indices)[lo:hi],
                 np.asarray(values)[lo:hi], labels[start:stop], value_bytes=self.value_bytes,
                 targets=self.targets))
-            if len(self._pending) >= self.pipeline_entries:
-                self._write()
+        return payloads
 
     def _seal(self) -> None:
         if not self._rows:

@@ -8,6 +8,8 @@ Redis keys (``{m}`` is the model name, which is also the Redis Cluster hash tag)
     featurebudget:{m}:lease       which process folds the log into the learner
     featurebudget:{m}:heartbeat   "<time> <process>" of the folding process's last lease renewal
     featurebudget:{m}:applied     id of the last applied entry (for ?wait=true elsewhere)
+    featurebudget:{m}:view        hash: the serving view (``state``) every API process answers
+                                  from, and its ``token`` ("<log id> <nonce>")
     featurebudget:{m}:idempotency hash: Idempotency-Key -> the log ids its request appended
                                   (and idempotency_times: when, to expire old keys)
     featurebudget:{m}:artifacts   batch models: hash version -> metadata (JSON)
@@ -16,7 +18,11 @@ Redis keys (``{m}`` is the model name, which is also the Redis Cluster hash tag)
     featurebudget:{m}:version_seq batch models: the last version number handed out
     featurebudget:{m}:jobs        batch models: hash job id -> retrain job record (JSON)
     featurebudget:{m}:status      batch models: the fold's counters (JSON), for every process
-    featurebudget:models          hash: model name -> model config (JSON)
+    featurebudget:{m}:spec        Redis Cluster only: the model config (JSON); the model
+                                  exists iff this key does (see service.storage.redis)
+    featurebudget:models          hash: model name -> model config (JSON); on a cluster an
+                                  index listing every model (and names of none)
+    featurebudget:members:<role>  hash: live process -> "<joined> <expires>" (service.placement)
     featurebudget:versions        pub/sub channel: "<model> <version>" on every publish
     featurebudget:jobs            pub/sub channel: "<model>" when a retrain job is queued
 
@@ -88,6 +94,14 @@ def applied_key(model: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:applied"
 
 
+def members_key(role: str) -> str:
+    return f"{KEY_PREFIX}:members:{role}"
+
+
+def view_key(model: str) -> str:
+    return f"{KEY_PREFIX}:{{{model}}}:view"
+
+
 def heartbeat_key(model: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:heartbeat"
 
@@ -121,7 +135,13 @@ def model_keys(model: str) -> list[str]:
     return [log_key(model), snapshot_key(model), deadletter_key(model), applied_key(model),
             lease_key(model), artifacts_key(model), version_key(model),
             version_seq_key(model), jobs_key(model), status_key(model),
-            idempotency_key(model), idempotency_times_key(model), heartbeat_key(model)]
+            idempotency_key(model), idempotency_times_key(model), heartbeat_key(model),
+            view_key(model)]
+
+
+def spec_key(model: str) -> str:
+    """Redis Cluster only: the model's config, in the model's slot (whether it exists)."""
+    return f"{KEY_PREFIX}:{{{model}}}:spec"
 
 
 def idempotency_key(model: str) -> str:
@@ -136,7 +156,67 @@ def pending_key(model: str, prediction_id: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:prediction:{prediction_id}"
 
 
+CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}  # scheme -> TLS
+
+
+def cluster_url(url: str) -> dict | None:
+    """``redis+cluster://[user:password@]host:port[,host:port...][/]`` (``rediss+cluster``:
+    TLS) -> ``{"nodes": [(host, port), ...], "username", "password", "ssl"}``, the startup
+    nodes of a Redis Cluster; None for any other URL (a single Redis server). ValueError
+    when a cluster URL is malformed (no node, a port missing, a database other than 0)."""
+    import urllib.parse
+
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in CLUSTER_SCHEMES:
+        return None
+    netloc, _, path = rest.partition("/")
+    path, _, query = path.partition("?")
+    if path not in ("", "0") or query:
+        raise ValueError(f"a Redis Cluster URL has no database or options: {url!r}")
+    userinfo, _, hosts = netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    nodes = []
+    for item in hosts.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"a Redis Cluster URL lists host:port pairs: {url!r}")
+        nodes.append((host.strip("[]"), int(port)))
+    return {"nodes": nodes, "username": urllib.parse.unquote(username) or None,
+            "password": urllib.parse.unquote(password) or None,
+            "ssl": CLUSTER_SCHEMES[scheme.lower()]}
+
+
 MAX_NAMES = 100_000
+
+
+# Idempotent append. KEYS: the model's idempotency hash (key -> ids) and its time index
+# (sorted set), the log. ARGV: now ms, retention ms, the key, then fmt, data, names ('' =
+# none) per entry. Keys older than the retention are dropped first (a hundred a call); a
+# repeat answers the first append's ids and appends nothing.
+APPEND_ONCE_LUA = """
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1] - ARGV[2], 'LIMIT', 0, 100)
+for _, old in ipairs(expired) do
+  redis.call('HDEL', KEYS[1], old)
+  redis.call('ZREM', KEYS[2], old)
+end
+local known = redis.call('HGET', KEYS[1], ARGV[3])
+if known then return {1, known} end
+local ids = {}
+for i = 4, #ARGV, 3 do
+  local id
+  if ARGV[i + 2] ~= '' then
+    id = redis.call('XADD', KEYS[3], '*', 'fmt', ARGV[i], 'data', ARGV[i + 1],
+                    'names', ARGV[i + 2])
+  else
+    id = redis.call('XADD', KEYS[3], '*', 'fmt', ARGV[i], 'data', ARGV[i + 1])
+  end
+  table.insert(ids, id)
+end
+local joined = table.concat(ids, ' ')
+redis.call('HSET', KEYS[1], ARGV[3], joined)
+redis.call('ZADD', KEYS[2], ARGV[1], ARGV[3])
+return {0, joined}
+"""
 
 
 def encode_names(names: dict[int, str]) -> bytes:

@@ -6,7 +6,8 @@ from service.storage.base import LogEntry, LogReader, Storage, id_key
 
 
 def make_storage(settings) -> Storage:
-    """The backend the settings ask for: Redis when ``redis_url`` is set, else local."""
+    """The backend the settings ask for: Redis when ``redis_url`` is set (a Redis Cluster
+    for ``redis+cluster://host:port[,host:port...]/``), else local."""
     if settings.redis_url:
         from service.storage.redis import RedisStorage
 

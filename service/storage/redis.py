@@ -8,18 +8,47 @@ are acknowledged (``XACK``) after they are applied; pending entries of dead cons
 reclaimed with ``XAUTOCLAIM`` and acknowledged when already applied (later ones come again
 through ``>``, in order). After a snapshot the stream is trimmed with ``XTRIM MINID`` at
 the snapshot's id, so an entry that a snapshot or consumer still needs is never dropped.
+
+**Redis Cluster** (``FEATUREBUDGET_REDIS_URL=redis+cluster://host:port[,host:port...]/``,
+redis-py's :class:`~redis.asyncio.cluster.RedisCluster`): every key of a model carries the
+hash tag ``{m}``, so all of them live in one slot, on one master; the global keys are the
+index ``featurebudget:models`` (its own slot) and the pub/sub channels (PUBLISH reaches
+every node: a plain connection to one node subscribes). The rule: **every script and every
+multi-key command touches one slot**, either the model's or the index's, never both. On one
+server, creation and deletion stay single scripts over the index and the model's keys
+together; on a cluster they are two steps, and no prefix of them, crash or interleaving with
+another process, hides a live model or lets one fold another's entries:
+
+* ``featurebudget:{m}:spec`` (the config) is the truth: a model exists iff this key does;
+  ``load_models`` answers the index's names whose spec key exists, with that key's value.
+* The index is a superset of the live models; its values are copies of the config for
+  tools (after two processes raced to create one name, possibly the loser's). Create: (1)
+  list the name in the index, (2) one script in ``{m}``: refuse when the spec exists, else
+  drop every leftover key of the name (a deleted model's, entries a producer XADDed
+  meanwhile) and write the spec (a name whose spec exists is refused before step 1).
+  Delete: (1) one script in ``{m}``: the spec and every key of the model go together, (2)
+  remove the index entry only when it still holds the config just deleted, so a name
+  created again meanwhile stays listed (configs carry their creation time: one config, one
+  creation). A config update writes the spec key (only while it exists), then the copy. A
+  crash after either first step leaves an index name without spec: ignored, no model.
+* The raw XREADGROUP reader asks the cluster client which master owns the model's slot and
+  refreshes the cluster's topology on MOVED / ASK / CLUSTERDOWN / a lost connection (a
+  failover), then reads again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import numpy as np
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service import wire
 from service.storage.base import LogEntry, LogReader, Storage
@@ -58,6 +87,37 @@ redis.call('HSET', KEYS[1], 'state', ARGV[1], 'log_id', ARGV[2])
 return 1
 """
 
+# Fenced publish of an online model's serving view. KEYS: view hash, lease, applied key.
+# ARGV: owner ('' = no check), token ("<log id> <nonce>"), state. Refuses (0) when another
+# process holds the lease or the stored view includes a later log entry.
+_PUBLISH_VIEW = """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+local function parse(token)
+  local ms, seq = string.match(token, '^(%d+)-(%d+) ')
+  if ms == nil then return nil end
+  return tonumber(ms), tonumber(seq)
+end
+local old = redis.call('HGET', KEYS[1], 'token')
+local new_ms, new_seq = parse(ARGV[2])
+if new_ms == nil then return 0 end
+if old then
+  local old_ms, old_seq = parse(old)
+  if old_ms ~= nil and (new_ms < old_ms or (new_ms == old_ms and new_seq < old_seq)) then
+    return 0
+  end
+end
+redis.call('HSET', KEYS[1], 'state', ARGV[3], 'token', ARGV[2])
+redis.call('SET', KEYS[3], string.match(ARGV[2], '^(%S+)'))
+return 1
+"""
+# KEYS: view hash. ARGV: the token the caller holds. -> {token} or {token, state}.
+_FETCH_VIEW = """
+local token = redis.call('HGET', KEYS[1], 'token')
+if not token then return {} end
+if token == ARGV[1] then return {token} end
+return {token, redis.call('HGET', KEYS[1], 'state')}
+"""
+
 # Fenced publish of a batch model's version. KEYS: lease, artifacts hash, artifact blob,
 # current-version key. ARGV: owner ('' = no check), version, blob, meta, channel.
 _PUBLISH = """
@@ -91,34 +151,65 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """
 
-# Idempotent append. KEYS: the model's idempotency hash (key -> ids) and its time index
-# (sorted set), the log. ARGV: now ms, retention ms, the key, then fmt, data, names ('' =
-# none) per entry. Keys older than the retention are dropped first (a hundred a call); a
-# repeat answers the first append's ids and appends nothing.
-_APPEND_ONCE = """
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1] - ARGV[2], 'LIMIT', 0, 100)
-for _, old in ipairs(expired) do
-  redis.call('HDEL', KEYS[1], old)
-  redis.call('ZREM', KEYS[2], old)
+
+# Redis Cluster: the same steps, one slot per script (see the module docstring).
+# Create, in the model's slot. KEYS: the spec key, the model's fixed keys, the artifacts hash
+# last. ARGV: spec. Refuses (0) when the model exists; else drops leftovers, writes the spec.
+_CLUSTER_CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local prefix = string.sub(KEYS[#KEYS], 1, -string.len('artifacts') - 1)
+for _, version in ipairs(redis.call('HKEYS', KEYS[#KEYS])) do
+  redis.call('DEL', prefix .. 'artifact:' .. version)
 end
-local known = redis.call('HGET', KEYS[1], ARGV[3])
-if known then return {1, known} end
-local ids = {}
-for i = 4, #ARGV, 3 do
-  local id
-  if ARGV[i + 2] ~= '' then
-    id = redis.call('XADD', KEYS[3], '*', 'fmt', ARGV[i], 'data', ARGV[i + 1],
-                    'names', ARGV[i + 2])
-  else
-    id = redis.call('XADD', KEYS[3], '*', 'fmt', ARGV[i], 'data', ARGV[i + 1])
-  end
-  table.insert(ids, id)
-end
-local joined = table.concat(ids, ' ')
-redis.call('HSET', KEYS[1], ARGV[3], joined)
-redis.call('ZADD', KEYS[2], ARGV[1], ARGV[3])
-return {0, joined}
+for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
 """
+# Delete, in the model's slot. KEYS: as _CLUSTER_CREATE. -> the deleted spec, or nil.
+_CLUSTER_DELETE = """
+local spec = redis.call('GET', KEYS[1])
+local prefix = string.sub(KEYS[#KEYS], 1, -string.len('artifacts') - 1)
+for _, version in ipairs(redis.call('HKEYS', KEYS[#KEYS])) do
+  redis.call('DEL', prefix .. 'artifact:' .. version)
+end
+for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
+return spec
+"""
+# Unlist, in the index's slot. KEYS: models hash. ARGV: name, the spec just deleted.
+_CLUSTER_UNLIST = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
+"""
+# Atomic append of several entries (MULTI over a cluster client depends on the redis-py
+# version). KEYS: the log. ARGV: per entry its number of fields, then field, value, ...
+_CLUSTER_APPEND = """
+local ids, i = {}, 1
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  local fields = {}
+  for j = 1, 2 * n do fields[j] = ARGV[i + j] end
+  table.insert(ids, redis.call('XADD', KEYS[1], '*', unpack(fields)))
+  i = i + 2 * n + 1
+end
+return ids
+"""
+# KEYS: artifacts hash, then the blobs. ARGV: the versions.
+_CLUSTER_DELETE_ARTIFACTS = """
+redis.call('HDEL', KEYS[1], unpack(ARGV))
+for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
+return 1
+"""
+# Errors after which a cluster's topology is read again (a slot moved, a failover).
+_TOPOLOGY_ERRORS = ("MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN", "UNBLOCKED", "READONLY",
+                    "LOADING", "MASTERDOWN")
+
+
+def _topology_error(exc: BaseException) -> bool:
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
+        return True
+    return isinstance(exc, ResponseError) and str(exc).startswith(_TOPOLOGY_ERRORS)
 
 
 def _text(value) -> str:
@@ -246,9 +337,10 @@ class _RedisReader(LogReader):
     through asyncio's flow-controlled stream reader, and the event loop stays free."""
 
     def __init__(self, client: aioredis.Redis, raw_pool, model: str, consumer: str,
-                 autoclaim_idle_ms: int) -> None:
+                 autoclaim_idle_ms: int, storage: RedisStorage | None = None) -> None:
         self.client = client
-        self.raw_pool = raw_pool
+        self.raw_pool = raw_pool  # standalone: the pool; cluster: None (see storage.raw_pool)
+        self.storage = storage
         self.key = wire.log_key(model)
         self.consumer = consumer
         self.autoclaim_idle_ms = autoclaim_idle_ms
@@ -263,8 +355,25 @@ class _RedisReader(LogReader):
         await self.client.xgroup_setid(self.key, wire.CONSUMER_GROUP, after_id or "0")
 
     async def read(self, count: int, block_ms: int) -> list[LogEntry]:
-        messages = await asyncio.to_thread(xreadgroup_raw, self.raw_pool, self.key,
-                                           self.consumer, count, max(1, block_ms))
+        if self.raw_pool is not None:
+            messages = await asyncio.to_thread(xreadgroup_raw, self.raw_pool, self.key,
+                                               self.consumer, count, max(1, block_ms))
+        else:  # a cluster: from the master that owns the model's slot now
+            try:
+                messages = await asyncio.to_thread(
+                    xreadgroup_raw, self.storage.pool_for(self.key), self.key, self.consumer,
+                    count, max(1, block_ms))
+            except Exception as exc:
+                if not _topology_error(exc):
+                    raise
+                await self.storage.refresh_topology()
+                if not isinstance(exc, ResponseError):
+                    # the reply was lost: entries may have been delivered; the fold starts a
+                    # new reader from its applied id (on the new master), nothing is skipped
+                    raise
+                messages = await asyncio.to_thread(  # refused (MOVED...): nothing delivered
+                    xreadgroup_raw, self.storage.pool_for(self.key), self.key, self.consumer,
+                    count, max(1, block_ms))
         return [LogEntry(_text(i), fields) for i, fields in messages if fields is not None]
 
     async def ack(self, ids: list[str]) -> None:
@@ -299,32 +408,92 @@ class RedisStorage(Storage):
     def __init__(self, url: str, *, autoclaim_idle_ms: int = 30000,
                  deadletter_maxlen: int = 10000) -> None:
         self.url = url
-        self.client: aioredis.Redis | None = None
+        self.cluster = wire.cluster_url(url)  # None: one Redis server
+        self.client: aioredis.Redis | RedisCluster | None = None
         self.autoclaim_idle_ms = autoclaim_idle_ms
         self.deadletter_maxlen = deadletter_maxlen
 
     async def open(self) -> None:
-        self.client = aioredis.from_url(self.url, decode_responses=False)
-        await self.client.ping()
-        self.raw_pool = redis.ConnectionPool.from_url(self.url, protocol=2)
+        if self.cluster is not None:
+            await self._open_cluster()
+        else:
+            self.client = aioredis.from_url(self.url, decode_responses=False)
+            await self.client.ping()
+            self.raw_pool = redis.ConnectionPool.from_url(self.url, protocol=2)
         self._renew = self.client.register_script(_RENEW)
         self._release = self.client.register_script(_RELEASE)
         self._save_snapshot = self.client.register_script(_SAVE_SNAPSHOT)
         self._publish = self.client.register_script(_PUBLISH)
         self._create = self.client.register_script(_CREATE)
-        self._append_once = self.client.register_script(_APPEND_ONCE)
+        self._append_once = self.client.register_script(wire.APPEND_ONCE_LUA)
         self._set_current = self.client.register_script(_SET_CURRENT)
+        self._publish_view = self.client.register_script(_PUBLISH_VIEW)
+        self._fetch_view = self.client.register_script(_FETCH_VIEW)
+
+    async def _open_cluster(self) -> None:
+        options = {"username": self.cluster["username"], "password": self.cluster["password"]}
+        if self.cluster["ssl"]:
+            options["ssl"] = True
+        self._node_options = options  # for the plain connections to single nodes
+        self.client = RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in self.cluster["nodes"]],
+            decode_responses=False, **options)
+        await self.client.initialize()
+        await self.client.ping()
+        self.raw_pool = None
+        self._raw_pools: dict[str, redis.ConnectionPool] = {}
+        self._cluster_create = self.client.register_script(_CLUSTER_CREATE)
+        self._cluster_delete = self.client.register_script(_CLUSTER_DELETE)
+        self._cluster_unlist = self.client.register_script(_CLUSTER_UNLIST)
+        self._cluster_append = self.client.register_script(_CLUSTER_APPEND)
+        self._cluster_delete_artifacts = self.client.register_script(_CLUSTER_DELETE_ARTIFACTS)
+
+    def pool_for(self, key: str) -> redis.ConnectionPool:
+        """A cluster: the blocking connection pool (for :func:`xreadgroup_raw`) of the
+        master that owns ``key``'s slot, as the cluster client knows it now."""
+        node = self.client.get_node_from_key(key)
+        pool = self._raw_pools.get(node.name)
+        if pool is None:
+            options = {k: v for k, v in self._node_options.items() if k != "ssl"}
+            if self._node_options.get("ssl"):
+                options["connection_class"] = redis.SSLConnection
+            pool = redis.ConnectionPool(host=node.host, port=node.port, protocol=2, **options)
+            self._raw_pools[node.name] = pool
+        return pool
+
+    async def refresh_topology(self) -> None:
+        """A cluster: read which master owns which slot again (after MOVED or a lost node,
+        i.e. a failover); the raw pools of nodes that are no longer masters are closed."""
+        with contextlib.suppress(Exception):  # the cluster is down: the next read says so
+            await self.client.nodes_manager.initialize()
+        masters = {node.name for node in self.client.get_primaries()}
+        for name in [n for n in self._raw_pools if n not in masters]:
+            self._raw_pools.pop(name).disconnect()
+
+    def _pubsub(self, channel: str):
+        """(pubsub, client to close after it or None). A cluster: a plain connection to the
+        node that owns the channel's slot (any node would do: PUBLISH reaches all)."""
+        if self.cluster is None:
+            return self.client.pubsub(), None
+        node = self.client.get_node_from_key(channel)
+        client = aioredis.Redis(host=node.host, port=node.port, **self._node_options)
+        return client.pubsub(), client
 
     async def close(self) -> None:
         if self.client is not None:
             await self.client.aclose()
             self.client = None
-            self.raw_pool.disconnect()
+            if self.raw_pool is not None:
+                self.raw_pool.disconnect()
+            for pool in getattr(self, "_raw_pools", {}).values():
+                pool.disconnect()
 
     async def ping(self) -> None:
         await self.client.ping()
 
     async def save_model(self, name: str, spec: bytes, *, create: bool) -> bool:
+        if self.cluster is not None:
+            return await self._cluster_save_model(name, spec, create=create)
         if create:
             keys = [k for k in wire.model_keys(name) if k != wire.artifacts_key(name)]
             keys = [wire.MODELS_KEY, *keys, wire.artifacts_key(name)]
@@ -333,10 +502,38 @@ class RedisStorage(Storage):
         return True
 
     async def load_models(self) -> dict[str, bytes]:
+        if self.cluster is not None:
+            names = sorted(_text(k) for k in await self.client.hkeys(wire.MODELS_KEY))
+            if not names:
+                return {}
+            specs = await self.client.mget_nonatomic([wire.spec_key(n) for n in names])
+            return {n: spec for n, spec in zip(names, specs, strict=True) if spec is not None}
         raw = await self.client.hgetall(wire.MODELS_KEY)
         return {_text(k): v for k, v in sorted(raw.items())}
 
+    def _cluster_model_keys(self, name: str) -> list[str]:
+        fixed = [k for k in wire.model_keys(name) if k != wire.artifacts_key(name)]
+        return [wire.spec_key(name), *fixed, wire.artifacts_key(name)]
+
+    async def _cluster_save_model(self, name: str, spec: bytes, *, create: bool) -> bool:
+        if not create:  # the config, then its copy in the index
+            if not await self.client.set(wire.spec_key(name), spec, xx=True):
+                return False
+            await self.client.hset(wire.MODELS_KEY, name, spec)
+            return True
+        if await self.client.exists(wire.spec_key(name)):
+            return False  # (without touching the index's copy of its config)
+        await self.client.hset(wire.MODELS_KEY, name, spec)  # listed before it exists
+        return bool(await self._cluster_create(keys=self._cluster_model_keys(name),
+                                               args=[spec]))
+
     async def delete_model(self, name: str) -> bool:
+        if self.cluster is not None:
+            spec = await self._cluster_delete(keys=self._cluster_model_keys(name))
+            if spec is None:
+                return False
+            await self._cluster_unlist(keys=[wire.MODELS_KEY], args=[name, spec])
+            return True
         versions = await self.client.hkeys(wire.artifacts_key(name))
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.hdel(wire.MODELS_KEY, name)
@@ -347,6 +544,14 @@ class RedisStorage(Storage):
 
     async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
         key = wire.log_key(model)
+        if self.cluster is not None:
+            args: list = []
+            for entry in entries:
+                args.append(len(entry))
+                for field, value in entry.items():
+                    args += [field, value]
+            ids = await self._cluster_append(keys=[key], args=args) if args else []
+            return [_text(i) for i in ids]
         async with self.client.pipeline(transaction=True) as pipe:
             for entry in entries:
                 pipe.xadd(key, entry)
@@ -377,7 +582,7 @@ class RedisStorage(Storage):
 
     def reader(self, model: str, consumer: str) -> LogReader:
         return _RedisReader(self.client, self.raw_pool, model, consumer,
-                            self.autoclaim_idle_ms)
+                            self.autoclaim_idle_ms, self)
 
     async def deadletter(self, model: str, entry: LogEntry, reason: str) -> None:
         fields = {b"source_id": entry.id.encode(), b"reason": reason.encode(),
@@ -434,7 +639,9 @@ class RedisStorage(Storage):
     async def heartbeats(self, models: list[str]) -> dict[str, tuple[float, str]]:
         if not models:
             return {}
-        values = await self.client.mget([wire.heartbeat_key(m) for m in models])
+        keys = [wire.heartbeat_key(m) for m in models]
+        values = await (self.client.mget_nonatomic(keys) if self.cluster is not None
+                        else self.client.mget(keys))
         now, out = time.time(), {}
         for model, value in zip(models, values, strict=True):
             if value:
@@ -444,6 +651,52 @@ class RedisStorage(Storage):
 
     async def applied_position(self, model: str) -> str | None:
         value = await self.client.get(wire.applied_key(model))
+        return _text(value) if value else None
+
+    async def members(self, role: str, process_id: str, *, joined: float,
+                      expires: float) -> dict[str, float]:
+        key = wire.members_key(role)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hset(key, process_id, f"{joined!r} {expires!r}")
+        pipe.hgetall(key)
+        _, raw = await pipe.execute()
+        now, live, expired = time.time(), {}, []
+        for member, value in raw.items():
+            try:
+                since, until = (float(v) for v in _text(value).split())
+            except ValueError:
+                since, until = 0.0, 0.0
+            if until < now:
+                expired.append(member)
+            else:
+                live[_text(member)] = since
+        if expired:
+            await self.client.hdel(key, *expired)
+        return live
+
+    async def leave(self, role: str, process_id: str) -> None:
+        await self.client.hdel(wire.members_key(role), process_id)
+
+    async def lease_holder(self, model: str) -> str | None:
+        value = await self.client.get(wire.lease_key(model))
+        return _text(value) if value else None
+
+    async def publish_view(self, model: str, token: str, blob: bytes, *,
+                           owner: str | None = None) -> bool:
+        done = await self._publish_view(
+            keys=[wire.view_key(model), wire.lease_key(model), wire.applied_key(model)],
+            args=[owner or "", token, blob])
+        return bool(done)
+
+    async def fetch_view(self, model: str, known_token: str | None
+                         ) -> tuple[str | None, bytes | None]:
+        answer = await self._fetch_view(keys=[wire.view_key(model)], args=[known_token or ""])
+        if not answer:
+            return None, None
+        return _text(answer[0]), (answer[1] if len(answer) > 1 else None)
+
+    async def view_token(self, model: str) -> str | None:
+        value = await self.client.hget(wire.view_key(model), b"token")
         return _text(value) if value else None
 
     # ------------------------------------------------------------------ batch models
@@ -466,7 +719,11 @@ class RedisStorage(Storage):
         return {int(k): v for k, v in sorted(raw.items(), key=lambda kv: int(kv[0]))}
 
     async def delete_artifacts(self, model: str, versions: list[int]) -> None:
-        if versions:
+        if versions and self.cluster is not None:
+            await self._cluster_delete_artifacts(
+                keys=[wire.artifacts_key(model), *(wire.artifact_key(model, v) for v in versions)],
+                args=[str(int(v)) for v in versions])
+        elif versions:
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.hdel(wire.artifacts_key(model), *(str(int(v)) for v in versions))
                 pipe.delete(*(wire.artifact_key(model, v) for v in versions))
@@ -482,30 +739,42 @@ class RedisStorage(Storage):
         return bool(done)
 
     async def version_events(self):
-        pubsub = self.client.pubsub()
-        await pubsub.subscribe(wire.VERSIONS_CHANNEL)
+        pubsub, node_client = self._pubsub(wire.VERSIONS_CHANNEL)
         try:
+            await pubsub.subscribe(wire.VERSIONS_CHANNEL)
             async for message in pubsub.listen():
                 if message.get("type") != "message":
                     continue
                 model, _, version = _text(message["data"]).rpartition(" ")
                 if model and version.isdigit():
                     yield model, int(version)
+        except Exception as exc:
+            if self.cluster is not None and _topology_error(exc):
+                await self.refresh_topology()  # a lost node: the next subscription elsewhere
+            raise
         finally:
             await pubsub.aclose()
+            if node_client is not None:
+                await node_client.aclose()
 
     async def notify_job(self, model: str) -> None:
         await self.client.publish(wire.JOBS_CHANNEL, model)
 
     async def job_events(self):
-        pubsub = self.client.pubsub()
-        await pubsub.subscribe(wire.JOBS_CHANNEL)
+        pubsub, node_client = self._pubsub(wire.JOBS_CHANNEL)
         try:
+            await pubsub.subscribe(wire.JOBS_CHANNEL)
             async for message in pubsub.listen():
                 if message.get("type") == "message":
                     yield _text(message["data"])
+        except Exception as exc:
+            if self.cluster is not None and _topology_error(exc):
+                await self.refresh_topology()  # a lost node: the next subscription elsewhere
+            raise
         finally:
             await pubsub.aclose()
+            if node_client is not None:
+                await node_client.aclose()
 
     async def save_job(self, model: str, job_id: str, record: bytes) -> None:
         await self.client.hset(wire.jobs_key(model), job_id, record)

@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from algorithms.serialization import loads_state
+from clients.stream import redis_client
 from service import wire
 from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
@@ -86,10 +87,10 @@ def kill(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def drain(url: str, timeout: float = 120.0) -> dict:
+def drain(url: str, timeout: float = 120.0, name: str = "d") -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        info = httpx.get(f"{url}/v1/models/d", timeout=10).json()
+        info = httpx.get(f"{url}/v1/models/{name}", timeout=10).json()
         if info["log_end"] and info["log_position"] == info["log_end"]:
             return info
         time.sleep(0.05)
@@ -98,8 +99,8 @@ def drain(url: str, timeout: float = 120.0) -> dict:
 
 def one_pass(redis_url: str, spec: ModelCreate) -> dict:
     """The fold state of one uninterrupted pass over the model's whole log."""
-    client = redis.Redis.from_url(redis_url)
-    entries = client.xrange(wire.log_key("d"))
+    client = redis_client(redis_url)
+    entries = client.xrange(wire.log_key(spec.name))
     client.close()
     state = BatchFoldState(spec.family, BatchLayout(spec), split_params(spec))
     for entry_id, fields in entries:
@@ -113,10 +114,18 @@ def one_pass(redis_url: str, spec: ModelCreate) -> dict:
     ("gbfs", {"window": {"kind": "reservoir", "size": 50, "seed": 5}, "n_estimators": 3}),
 ])
 def test_killed_worker_loses_and_duplicates_nothing(redis_url, tmp_path, algorithm, params):
+    killed_worker_loses_and_duplicates_nothing(redis_url, tmp_path, algorithm, params)
+
+
+def killed_worker_loses_and_duplicates_nothing(redis_url: str, tmp_path: Path, algorithm: str,
+                                               params: dict, name: str = "d") -> None:
+    """SIGKILL `featurebudget worker` 3 times while examples stream into batch model
+    ``name`` on the Redis at ``redis_url`` (one server, or a ``redis+cluster://`` URL): its
+    folded statistics (and window) equal one uninterrupted pass over the log bit for bit."""
     X, y = diabetes()
     env = environment(redis_url, tmp_path)
     url, _ = start_api(env, tmp_path)
-    body = {"name": "d", "algorithm": algorithm, "groups": DIABETES_GROUPS,
+    body = {"name": name, "algorithm": algorithm, "groups": DIABETES_GROUPS,
             "params": {**NO_POLICY, **params}}
     assert httpx.post(f"{url}/v1/models", json=body, timeout=30).status_code == 201
     worker = start_worker(env, tmp_path)
@@ -126,8 +135,8 @@ def test_killed_worker_loses_and_duplicates_nothing(redis_url, tmp_path, algorit
     def stream():
         for start_row in range(0, 440, 8):
             rows = named_examples(X, y, DIABETES_GROUPS, start_row, min(start_row + 8, 442))
-            response = httpx.post(f"{url}/v1/models/d/examples", json={"examples": rows},
-                                  timeout=30)
+            response = httpx.post(f"{url}/v1/models/{name}/examples",
+                                  json={"examples": rows}, timeout=30)
             assert response.status_code == 202
             time.sleep(0.01)
         done.set()
@@ -142,10 +151,12 @@ def test_killed_worker_loses_and_duplicates_nothing(redis_url, tmp_path, algorit
             kills += 1
             worker = start_worker(env, tmp_path)
     thread.join()
-    drain(url)
+    drain(url, name=name)
     worker.send_signal(signal.SIGTERM)  # final snapshot of what it folded
     worker.wait(timeout=60)
-    blob = redis.Redis.from_url(redis_url).hget(wire.snapshot_key("d"), b"state")
+    client = redis_client(redis_url)
+    blob = client.hget(wire.snapshot_key(name), b"state")
+    client.close()
     folded = loads_state(blob)
     folded.pop("svc_model")
     spec = ModelCreate(**body)

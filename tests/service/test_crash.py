@@ -21,7 +21,7 @@ import redis
 from algorithms.datasets.online_synthetic import make_x1
 from algorithms.online import LEARNERS
 from algorithms.serialization import loads_state
-from clients.stream import StreamProducer
+from clients.stream import StreamProducer, redis_client
 from service import wire
 from service.ingest import concat, parse_entry
 from service.storage.local import LocalLog
@@ -108,10 +108,10 @@ class Server:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(timeout=60)
 
-    def drain(self) -> dict:
+    def drain(self, name: str = "m") -> dict:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            info = httpx.get(f"{self.url}/v1/models/m", timeout=10).json()
+            info = httpx.get(f"{self.url}/v1/models/{name}", timeout=10).json()
             if info["log_end"] and info["log_position"] == info["log_end"]:
                 return info
             time.sleep(0.05)
@@ -184,16 +184,23 @@ def test_sigkill_embedded_backend(tmp_path, stream_data):
 
 @pytest.mark.redis
 def test_sigkill_redis_backend(tmp_path, stream_data, redis_url):
+    sigkill_redis_backend(tmp_path, stream_data, redis_url)
+
+
+def sigkill_redis_backend(tmp_path, stream_data, redis_url: str, name: str = "m") -> None:
+    """SIGKILL the server 3 times while a producer streams X1 into model ``name`` on the
+    Redis at ``redis_url`` (one server, or a ``redis+cluster://`` URL): the served weights
+    are bit-equal to one pass over the log, nothing is applied twice or left pending."""
     X, y = stream_data
     rng = random.Random(77)
-    r = redis.Redis.from_url(redis_url)
+    r = redis_client(redis_url)
     server = Server(tmp_path, redis_url)
     server.start()
-    assert httpx.post(f"{server.url}/v1/models", json=MODEL).status_code == 201
+    assert httpx.post(f"{server.url}/v1/models", json={**MODEL, "name": name}).status_code == 201
     done = threading.Event()
 
     def produce():  # a producer streaming X1 the whole time, crashes or not
-        producer = StreamProducer(r, "m", batch_size=BATCH, value_bytes=4, pipeline_entries=1)
+        producer = StreamProducer(r, name, batch_size=BATCH, value_bytes=4, pipeline_entries=1)
         for start in range(0, X.n_rows, BATCH):
             stop = start + BATCH
             producer.add_batch(X.indptr[start:stop + 1] - X.indptr[start],
@@ -210,21 +217,23 @@ def test_sigkill_redis_backend(tmp_path, stream_data, redis_url):
         server.kill()
         server.start()
     thread.join()
-    info = server.drain()
-    served = loads_state(httpx.get(f"{server.url}/v1/models/m/snapshot", timeout=30).content)
+    info = server.drain(name)
+    served = loads_state(httpx.get(f"{server.url}/v1/models/{name}/snapshot",
+                                   timeout=30).content)
     server.stop()
-    entries = [e for e in _all_entries(r)]
+    entries = [e for e in _all_entries(r, name)]
     expected, n = oracle_state(entries, X.n_features)
     assert n == X.n_rows
     assert info["examples_applied"] == n == served["n_examples"]
     assert same_state(served, expected)
-    assert r.xpending(wire.log_key("m"), wire.CONSUMER_GROUP)["pending"] == 0
+    assert r.xpending(wire.log_key(name), wire.CONSUMER_GROUP)["pending"] == 0
+    r.close()
 
 
-def _all_entries(r):
+def _all_entries(r, name: str = "m"):
     from service.storage.base import LogEntry
 
-    for entry_id, fields in r.xrange(wire.log_key("m")):
+    for entry_id, fields in r.xrange(wire.log_key(name)):
         yield LogEntry(entry_id.decode(), fields)
 
 

@@ -1,0 +1,276 @@
+"""The Redis backend on a real Redis Cluster: 3 masters and 3 replicas started here from
+``redis-server --cluster-enabled yes`` on loopback ports 18400-18405 (``redis-cli --cluster
+create``), the service pointed at it with ``redis+cluster://``.
+
+Models land on different masters (the index ``featurebudget:models`` on a third one); every
+script touches one slot (the cluster refuses any other); creation and deletion are safe
+after a crash between their steps; pub/sub notifications cross nodes; the SIGKILL crash
+test and the batch worker's crash test run unchanged on the cluster; the raw XREADGROUP
+reader follows a failover of its model's master.
+
+Skipped when redis-server / redis-cli lack cluster support (failed instead under CI=true).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+import redis
+
+from clients.stream import StreamProducer, redis_client
+from service import wire
+from service.storage.redis import RedisStorage
+from tests.service import test_batch_crash, test_crash
+from tests.service.test_batch_crash import killed_worker_loses_and_duplicates_nothing
+from tests.service.test_crash import sigkill_redis_backend, stream_data  # noqa: F401 (fixture)
+
+PORTS = list(range(18400, 18406))
+URL = "redis+cluster://127.0.0.1:18400,127.0.0.1:18401,127.0.0.1:18402/"
+ONLINE, BATCH = "m", "c"  # on two different masters; the index on the third (checked)
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"Redis Cluster test cannot run under CI: {reason}")
+    pytest.skip(reason)
+
+
+def _node(port: int) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+
+
+def _wait(condition, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (redis.RedisError, OSError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def cluster_url(tmp_path_factory):
+    """A fresh 3-master, 3-replica cluster for this module; torn down after it."""
+    server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if server is None or cli is None:
+        _unavailable("redis-server and redis-cli are not installed")
+    usage = subprocess.run([cli, "--cluster", "help"], capture_output=True, text=True)
+    if "create" not in usage.stdout + usage.stderr:
+        _unavailable("this redis-cli has no --cluster create (Redis < 5)")
+    for port in PORTS:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                pytest.fail(f"port {port} is in use (a cluster left running?)")
+    base = tmp_path_factory.mktemp("redis-cluster")
+    processes: list[subprocess.Popen] = []
+    try:
+        for port in PORTS:
+            directory = base / str(port)
+            directory.mkdir()
+            processes.append(subprocess.Popen(
+                [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                 "--cluster-config-file", str(directory / "nodes.conf"),
+                 "--cluster-node-timeout", "2000", "--dir", str(directory), "--save", "",
+                 "--appendonly", "no", "--logfile", str(directory / "redis.log")],
+                stdout=subprocess.DEVNULL, stderr=open(directory / "stderr", "wb")))  # noqa: SIM115
+        for port, process in zip(PORTS, processes, strict=True):
+            deadline = time.monotonic() + 20
+            while True:
+                if process.poll() is not None:
+                    error = (base / str(port) / "stderr").read_text(errors="replace")
+                    if "cluster" in error.lower() or "bad directive" in error.lower():
+                        _unavailable(f"redis-server lacks cluster support: {error.strip()}")
+                    pytest.fail(f"redis-server on {port} exited: {error.strip()}")
+                try:
+                    if _node(port).ping():
+                        break
+                except redis.RedisError:
+                    pass
+                assert time.monotonic() < deadline, f"redis-server on {port} never answered"
+                time.sleep(0.05)
+        if _node(PORTS[0]).info("server").get("redis_mode") != "cluster":
+            _unavailable("redis-server ignored --cluster-enabled yes")
+        create = subprocess.run(
+            [cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in PORTS),
+             "--cluster-replicas", "1", "--cluster-yes"], capture_output=True, text=True,
+            timeout=60)
+        assert create.returncode == 0, create.stdout + create.stderr
+        _wait(lambda: all(_node(p).cluster("info")["cluster_state"] == "ok"
+                          for p in PORTS), "cluster_state:ok on every node")
+        _wait(lambda: sum(_node(p).info("replication")["role"] == "slave"
+                          and _node(p).info("replication")["master_link_status"] == "up"
+                          for p in PORTS) == 3, "3 replicas in sync")
+        yield URL
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(autouse=True)
+def _kill_processes():
+    """The helpers below start servers and workers; kill whatever a failure left running."""
+    yield
+    while test_crash._RUNNING:
+        test_crash._RUNNING.pop().kill()
+    while test_batch_crash._RUNNING:
+        process = test_batch_crash._RUNNING.pop()
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def _master(client, key: str) -> str:
+    return client.get_node_from_key(key).name
+
+
+def test_models_sit_on_different_masters_with_every_key_in_one_slot(cluster_url):
+    client = redis_client(cluster_url)
+    masters = {_master(client, wire.log_key(ONLINE)), _master(client, wire.log_key(BATCH)),
+               _master(client, wire.MODELS_KEY)}
+    assert len(masters) == 3 and len(client.get_primaries()) == 3
+    for name in (ONLINE, BATCH):
+        keys = [wire.spec_key(name), *wire.model_keys(name), wire.artifact_key(name, 7),
+                wire.pending_key(name, "p")]
+        slots = {int(client.execute_command("CLUSTER KEYSLOT", k)) for k in keys}
+        assert slots == {client.keyslot(wire.log_key(name))}
+    client.close()
+
+
+def test_create_and_delete_are_safe_after_a_crash_between_their_steps(cluster_url):
+    """Each step is one script in one slot; the states a crash leaves behind (an index
+    name without its spec key, leftovers of a deleted model) are no model and break
+    nothing. A second process's duplicate create is refused, pub/sub crosses nodes."""
+    async def scenario():
+        storage = RedisStorage(cluster_url)
+        await storage.open()
+        client = storage.client
+        try:
+            # leftovers under a name that is no model: a producer's entries, a deleted
+            # model's artifacts; and an index name whose create crashed after step 1
+            await client.xadd(wire.log_key(BATCH), {b"data": b"not this model's"})
+            await client.hset(wire.artifacts_key(BATCH), "3", b"{}")
+            await client.set(wire.artifact_key(BATCH, 3), b"old blob")
+            await client.hset(wire.MODELS_KEY, "crashed", b"{}")
+            assert await storage.load_models() == {}
+            assert await storage.save_model(BATCH, b'{"v": 1}', create=True)
+            assert not await storage.save_model(BATCH, b'{"v": 2}', create=True)
+            assert await storage.load_models() == {BATCH: b'{"v": 1}'}
+            assert await client.hget(wire.MODELS_KEY, BATCH) == b'{"v": 1}'
+            assert await client.xlen(wire.log_key(BATCH)) == 0
+            assert await client.exists(wire.artifact_key(BATCH, 3)) == 0
+            assert await storage.save_model("crashed", b'{"v": 3}', create=True)
+            assert set(await storage.load_models()) == {BATCH, "crashed"}
+
+            # batch model keys: appends, artifacts, versions, the pub/sub notification
+            assert await storage.acquire_lease(BATCH, "me", 10.0)
+            events: asyncio.Queue = asyncio.Queue()
+
+            async def listen():
+                async for event in storage.version_events():
+                    await events.put(event)
+
+            listener = asyncio.create_task(listen())
+            await asyncio.sleep(0.3)  # subscribed (on the channel's node, another master)
+            ids = await storage.append(BATCH, [{b"fmt": b"json", b"data": b"[]"},
+                                               {b"data": b"x", b"names": b"{}"}])
+            assert [e.id for e in await storage.read_range(BATCH, None, 10)] == ids
+            assert await storage.publish_artifact(BATCH, 1, b"blob", b"{}", owner="me")
+            assert await storage.publish_artifact(BATCH, 2, b"blob", b"{}", owner="me")
+            await storage.delete_artifacts(BATCH, [1])
+            assert list(await storage.list_artifacts(BATCH)) == [2]
+            assert await asyncio.wait_for(events.get(), 10) == (BATCH, 1)
+            listener.cancel()
+            await storage.heartbeat(BATCH, "me")
+            assert set(await storage.heartbeats([BATCH, ONLINE, "crashed"])) == {BATCH}
+
+            # delete: its spec and every key go in one step; a crash before the index
+            # step leaves a name that is no model, and the name can be created again
+            assert await storage.delete_model(BATCH)
+            assert not await storage.delete_model(BATCH)
+            assert set(await storage.load_models()) == {"crashed"}
+            node = client.get_node_from_key(wire.log_key(BATCH))
+            left = await client.execute_command("KEYS", f"*{{{BATCH}}}*", target_nodes=node)
+            assert left == []
+            assert await client.hget(wire.MODELS_KEY, BATCH) is None
+            await client.hset(wire.MODELS_KEY, BATCH, b'{"v": 1}')  # as a crash leaves it
+            assert set(await storage.load_models()) == {"crashed"}
+            assert await storage.save_model(BATCH, b'{"v": 4}', create=True)
+            assert await storage.load_models() == {BATCH: b'{"v": 4}', "crashed": b'{"v": 3}'}
+            for name in (BATCH, "crashed"):
+                assert await storage.delete_model(name)
+            assert await client.hgetall(wire.MODELS_KEY) == {}
+        finally:
+            await storage.close()
+
+    asyncio.run(scenario())
+
+
+def test_sigkill_crash_test_on_a_cluster(tmp_path, stream_data, cluster_url):  # noqa: F811
+    sigkill_redis_backend(tmp_path, stream_data, cluster_url, name=ONLINE)
+
+
+@pytest.mark.parametrize("name, algorithm, params", [
+    (BATCH, "cs-g-omp", {}),
+    ("z", "gbfs", {"window": {"kind": "reservoir", "size": 50, "seed": 5}, "n_estimators": 3}),
+])
+def test_killed_batch_worker_on_a_cluster(cluster_url, tmp_path, name, algorithm, params):
+    client = redis_client(cluster_url)
+    assert _master(client, wire.log_key(name)) != _master(client, wire.log_key(ONLINE))
+    client.close()
+    killed_worker_loses_and_duplicates_nothing(cluster_url, tmp_path, algorithm, params,
+                                               name=name)
+
+
+def test_the_raw_reader_follows_a_failover_of_its_master(cluster_url):
+    """The consumer's own XREADGROUP reader talks to the master of the model's slot over a
+    plain socket: after that master's replica takes over (CLUSTER FAILOVER), the reader
+    gets MOVED, reads the topology again and goes on from the new master, losing nothing.
+    Last in this module: it changes which node is a master."""
+    name = "f"
+    key = wire.log_key(name)
+
+    async def scenario():
+        storage = RedisStorage(cluster_url)
+        await storage.open()
+        try:
+            producer = StreamProducer(redis_client(cluster_url), name, batch_size=1)
+            producer.add_libsvm(b"1 1:1\n")
+            reader = storage.reader(name, "consumer")
+            await reader.start(None)
+            assert len(await reader.read(10, 10)) == 1
+            old = storage.client.get_node_from_key(key)
+            assert storage.pool_for(key).connection_kwargs["port"] == old.port
+            (new_port,) = [p for p in PORTS
+                           if _node(p).info("replication").get("master_port") == old.port]
+            assert _node(new_port).execute_command("CLUSTER FAILOVER")
+            _wait(lambda: _node(new_port).info("replication")["role"] == "master"
+                  and _node(old.port).info("replication")["role"] == "slave",
+                  "the replica to take over")
+            ids = [producer.add_libsvm(b"-1 2:1\n") for _ in range(2)]
+            got = await reader.read(10, 10)  # MOVED from the old master, then the new one
+            assert [e.id for e in got] == ids
+            assert storage.pool_for(key).connection_kwargs["port"] == new_port
+            producer.client.close()
+        finally:
+            await storage.close()
+
+    asyncio.run(scenario())
+
