@@ -44,3 +44,25 @@ def check_copy_rows(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
     code, row, position = _check_copy_rows(indptr, indices, values, indices_out, values_out,
                                            np.int64(n_features))
     return code, row, position, indices_out, values_out
+
+
+@njit(cache=True, nogil=True)
+def view_scores(indptr, indices, values, weight_index, weight_value, out):
+    """``out[r] = Σ_k values[k] · w[indices[k]]`` over row r, with the weights given as
+    sorted ``(weight_index, weight_value)`` pairs (binary search per non-zero):
+    O(nnz · log |w|), no dense weight array."""
+    n = len(weight_index)
+    for row in range(len(indptr) - 1):
+        total = 0.0
+        for k in range(indptr[row], indptr[row + 1]):
+            j = indices[k]
+            lo, hi = 0, n
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if weight_index[mid] < j:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < n and weight_index[lo] == j:
+                total += values[k] * weight_value[lo]
+        out[row] = total

@@ -21,7 +21,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from service import wire
+from service import priority, wire
 from service.allocator import retain_freed_memory
 from service.api import batch, examples, health, models, snapshots
 from service.api.openapi import ERROR_RESPONSES
@@ -116,6 +116,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         retain_freed_memory(settings.malloc_retain_bytes)  # in every worker process
+        priority.configure(settings.background_nice, settings.gil_switch_interval_ms)
+        from service.startup import backend_description, model_summary
+
+        starting = time.perf_counter()
+        log.info("featurebudget starting on the %s", backend_description(settings))
         storage = make_storage(settings)
         await storage.open()
         manager = ModelManager(storage, settings)
@@ -137,8 +142,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # make (they took ~100 ms over ~180,000 start-up objects, stalling predictions)
         gc.collect()
         gc.freeze()
-        log.info("featurebudget ready on the %s backend (%d models)", storage.kind,
-                 len(manager.hosts) + len(manager.batch.hosts))
+        log.info("featurebudget ready in %.1f s on the %s: %s", time.perf_counter() - starting,
+                 backend_description(settings),
+                 model_summary(list(manager.hosts), list(manager.batch.hosts),
+                               list(manager.failed)))
         try:
             yield
         finally:
@@ -155,7 +162,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> Response:
-        return problem(exc.status, exc.title, exc.detail, exc.errors)
+        return problem(exc.status, exc.title, exc.detail, exc.errors, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
@@ -188,19 +195,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> Response:
-        """Anything else: a problem+json 500 without internals (the traceback is logged)."""
+        """Anything else: a problem+json 500 without internals (the traceback is logged).
+        ``Connection: close``: Starlette re-raises the error once this answer is sent and
+        uvicorn then closes the connection, so a client must not send its next request on
+        it (it would be reset)."""
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem(500, "Internal server error",
-                       "the server failed to handle the request; see its log")
+                       "the server failed to handle the request; see its log",
+                       headers={"Connection": "close"})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        titles = {401: "Unauthorized", 403: "Forbidden", 404: "Not found",
-                  405: "Method not allowed"}
+        titles = {400: "Malformed request body", 401: "Unauthorized", 403: "Forbidden",
+                  404: "Not found", 405: "Method not allowed"}
         headers = getattr(exc, "headers", None)
         if exc.status_code == 405:  # every method of every route at this path
             headers = {**(headers or {}), "Allow": ", ".join(_allowed(app, request))}
-        return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail),
+        detail, errors = str(exc.detail), None
+        if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI could not decode
+            cause = f"{type(exc.__cause__).__name__}: {exc.__cause__}"  # the body (not UTF-8)
+            detail, errors = f"{detail}: {cause}", [{"field": "body", "message": cause}]
+        return problem(exc.status_code, titles.get(exc.status_code, "Error"), detail, errors,
                        headers=headers)
 
     return app

@@ -12,8 +12,9 @@ instead. The owner:
    kernels release the GIL). While one micro-batch is applied the next one is already read
    and parsed (at most two micro-batches in memory, each of at most
    ``microbatch_max_bytes`` when entries are alike: the read count adapts to entry sizes);
-3. acknowledges the entries, and every N examples / T seconds writes a snapshot, then
-   trims the log below the snapshot's id.
+3. acknowledges the entries, publishes the serving view (:mod:`service.view`: the non-zero
+   weights and counters every other API process answers from), and every N examples / T
+   seconds writes a snapshot, then trims the log below the snapshot's id.
 
 Applying is idempotent by id (entries at or before the applied id are skipped), so a crash
 at any point followed by a restart applies every logged example exactly once.
@@ -27,11 +28,13 @@ import logging
 import os
 import threading
 import time
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from service import metrics
 from service.errors import InputError
 from service.ingest import ExampleBatch, parse_entry
+from service.priority import in_background, lower_priority
 from service.registry import ModelHost
 from service.storage import LogEntry, Storage, id_key
 
@@ -42,12 +45,14 @@ _PARSERS_LOCK = threading.Lock()
 
 
 def parser_pool() -> ThreadPoolExecutor:
-    """The process's entry parsers (one thread per CPU; the parsers release the GIL)."""
+    """The process's entry parsers (one thread per CPU, at the background priority of
+    :mod:`service.priority`; the parsers release the GIL)."""
     global _PARSERS
     with _PARSERS_LOCK:
         if _PARSERS is None:
             _PARSERS = ThreadPoolExecutor(max(1, os.cpu_count() or 1),
-                                          thread_name_prefix="featurebudget-parse")
+                                          thread_name_prefix="featurebudget-parse",
+                                          initializer=lower_priority)
         return _PARSERS
 
 
@@ -56,26 +61,50 @@ Parsed = list[Future]  # per entry: ExampleBatch, or the reason it is rejected (
 
 class Lease:
     """A fold's hold on its model's lease: renewed every ``lease_seconds / 3`` (with a
-    heartbeat that ``/readyz`` reads), not more often."""
+    heartbeat that ``/readyz`` reads), not more often. With a ``membership``
+    (:mod:`service.placement`) a free lease is taken only by the process the model is
+    placed on, or by any process once it has stayed free for a renewal period."""
 
-    def __init__(self, storage: Storage, settings, model: str, process_id: str) -> None:
+    def __init__(self, storage: Storage, settings, model: str, process_id: str,
+                 membership=None) -> None:
         self.storage = storage
         self.settings = settings
         self.model = model
         self.process_id = process_id
+        self.membership = membership
         self.last = 0.0
+        self.free_since: float | None = None
 
     async def renew(self, owner: bool) -> bool:
         """Whether this process owns the model now; ``owner``: whether it did so far."""
         now = time.monotonic()
-        if owner and now - self.last < self.settings.lease_seconds / 3:
+        period = self.settings.lease_seconds / 3
+        if owner and now - self.last < period:
             return True
+        membership = self.membership
+        if membership is not None:
+            await membership.refresh()
+            if not owner and not membership.mine(self.model):  # placed on another process
+                if await self.storage.lease_holder(self.model) is not None:
+                    self.free_since = None
+                    return False
+                if self.free_since is None or now - self.free_since < period / 2:
+                    self.free_since = self.free_since or now
+                    return False  # free, but give the placed process its turn first
         held = await self.storage.acquire_lease(self.model, self.process_id,
                                                 self.settings.lease_seconds)
         self.last = now
+        self.free_since = None
         if held:
             await self.storage.heartbeat(self.model, self.process_id)
         return held
+
+    def hand_over(self) -> bool:
+        """Whether the owner should hand the model to the process it is placed on now."""
+        return self.membership is not None and self.membership.hand_over(self.model)
+
+    async def release(self) -> None:
+        await self.storage.release_lease(self.model, self.process_id)
 
 
 async def save_fenced(storage: Storage, settings, model: str, blob: bytes,
@@ -107,7 +136,8 @@ async def report_applied(storage: Storage, model: str, n: int,
 
 
 class ModelFold:
-    def __init__(self, host: ModelHost, storage: Storage, settings, process_id: str) -> None:
+    def __init__(self, host: ModelHost, storage: Storage, settings, process_id: str,
+                 membership=None) -> None:
         self.host = host
         self.storage = storage
         self.settings = settings
@@ -115,9 +145,11 @@ class ModelFold:
         self.reader = None
         self._stop = asyncio.Event()
         self.task: asyncio.Task | None = None
-        self.lease = Lease(storage, settings, host.name, process_id)
+        self.lease = Lease(storage, settings, host.name, process_id, membership)
         self._prefetch: asyncio.Task | None = None
         self._entry_bytes = 0  # size of the biggest entry of the last read
+        self._view_due = 0.0  # monotonic time the next serving view may be published
+        self._view_dirty = False  # applied entries not in the published view yet
         if not storage.shared:
             host.owner = True
 
@@ -160,6 +192,9 @@ class ModelFold:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), settings.lease_seconds / 3)
             return
+        if self._view_dirty and time.monotonic() >= self._view_due:
+            await self.publish_view()
+            host.notify_applied()
         if self.reader is None or host.reposition:
             self._drop_prefetch()
             host.reposition = False
@@ -197,6 +232,9 @@ class ModelFold:
             host.owner = True
             return True
         owner = await self.lease.renew(host.owner)
+        if owner and host.owner and self.lease.hand_over():  # placed on another process now
+            await self._hand_over()
+            return False
         if owner and not host.owner:  # became the owner: start from the newest snapshot
             blob = await self.storage.load_snapshot(host.name)
             if blob is not None:
@@ -208,6 +246,20 @@ class ModelFold:
             self.reader = None
         host.owner = owner
         return owner
+
+    async def _hand_over(self) -> None:
+        """Snapshot what is applied, then release the lease: the placed process takes over
+        from that snapshot at its next renewal."""
+        host = self.host
+        self._drop_prefetch()
+        async with host.fold_lock:
+            if host.applied_id != host.snapshot_id and not await self.snapshot():
+                return  # lost the lease meanwhile
+            await self.lease.release()
+            host.owner = False
+            self.reader = None
+        log.info("model %s handed over to %s", host.name,
+                 self.lease.membership.placed(host.name))
 
     async def _follow_snapshots(self) -> None:
         position = await self.storage.snapshot_position(self.host.name)
@@ -247,13 +299,44 @@ class ModelFold:
         fresh = [(e, p) for e, p in zip(entries, parsed, strict=True) if id_key(e.id) > applied]
         rejected: list[tuple[LogEntry, str]] = []
         if fresh:
-            n, rejected = await asyncio.to_thread(self._apply_parsed, fresh)
+            n, rejected = await in_background(self._apply_parsed, fresh)
             await report_applied(self.storage, host.name, n, rejected, started)
             self._observe(fresh[-1][0].id)
         await self.reader.ack([e.id for e in entries])
         if self.storage.shared and host.applied_id:
-            await self.storage.publish_applied(host.name, host.applied_id)
+            await self.publish_view()
         host.notify_applied()
+
+    async def publish_view(self, *, now: bool = False) -> None:
+        """Publish the serving view (fenced by the lease; shared backends). A view of V bytes
+        is followed by the next one no sooner than V / ``serving_view_bytes_per_second``
+        (selectors: every micro-batch; a dense learner over 2^20 features: ~2 per second);
+        ``now`` ignores that (after a restore)."""
+        host = self.host
+        if not self.storage.shared or not host.owner or host.applied_id is None:
+            return
+        clock = time.monotonic()
+        if not now and clock < self._view_due:
+            self._view_dirty = True
+            await self.storage.publish_applied(host.name, host.applied_id)
+            return
+        limit = self.settings.selected_features_max
+        if host.n_features > 1 << 16 and not host.learner.selects:  # O(d): off the loop
+            view = await in_background(host.make_view, limit)
+        else:
+            view = host.make_view(limit)
+        blob = view.encode()
+        token = f"{view.log_id} {uuid.uuid4().hex[:12]}"
+        if await self.storage.publish_view(host.name, token, blob, owner=self.process_id):
+            host.view_published = view.position
+        else:  # another process holds the lease (or published a later view): it folds now
+            log.warning("serving view of model %s refused: another process holds its lease",
+                        host.name)
+            host.owner = False
+            self._drop_prefetch()
+            self.reader = None
+        self._view_dirty = False
+        self._view_due = clock + len(blob) / self.settings.serving_view_bytes_per_second
 
     def _apply_parsed(self, fresh: list[tuple[LogEntry, Future]]) -> tuple[int, list]:
         """Worker thread: wait for the parsed entries, apply the good ones in log order."""
@@ -289,7 +372,7 @@ class ModelFold:
         below it. False when the write was refused: this process lost the model."""
         host = self.host
         started = time.perf_counter()
-        blob, log_id = await asyncio.to_thread(host.snapshot_blob, reset=True)
+        blob, log_id = await in_background(host.snapshot_blob, reset=True)
         if not await save_fenced(self.storage, self.settings, host.name, blob, log_id,
                                  self.process_id, started):
             host.owner = False  # lost the model meanwhile: the new owner snapshots and trims

@@ -10,6 +10,7 @@ class ServiceError(Exception):
 
     status = 400
     title = "Bad request"
+    headers: dict[str, str] | None = None  # sent with the problem answer
 
     def __init__(self, detail: str, errors: list[dict[str, Any]] | None = None) -> None:
         super().__init__(detail)
@@ -71,6 +72,14 @@ class NotFoundError(ServiceError):
 class UnavailableError(ServiceError):
     status = 503
     title = "Service unavailable"
+
+
+class NotOwnerError(UnavailableError):
+    """This process does not fold the model, another one does (``serve --workers N``): retry
+    on a new connection, which may reach the process that does (the answer closes this one;
+    a retry on it would reach the same process every time)."""
+
+    headers = {"Retry-After": "1", "Connection": "close"}
 
 
 class WaitTimeoutError(ServiceError):

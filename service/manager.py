@@ -27,16 +27,48 @@ from service.errors import (
     InsufficientStorageError,
     ModelExistsError,
     ModelNotFoundError,
+    NotOwnerError,
     UnavailableError,
     WaitTimeoutError,
 )
 from service.ingest import ExampleBatch
+from service.placement import Membership
+from service.priority import in_background
 from service.registry import ModelHost, new_learner
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage, id_key
+from service.view import ViewFormatError
+from service.view import decode as decode_view
 
 log = logging.getLogger("featurebudget.manager")
 _SCORE = struct.Struct("<d")
+_INLINE_VIEW_BYTES = 256 << 10  # decode bigger serving views off the event loop
+_INLINE_ENCODE_NNZ = 8192  # encode bigger batches for the log off the event loop
+
+
+def token_position(token: str | None) -> tuple[int, int]:
+    """The log position a serving view token ("<log id> <nonce>") stands for."""
+    return id_key(token.partition(" ")[0]) if token else (-1, -1)
+
+
+async def wait_visible(storage: Storage, host: ModelHost, log_id: str, timeout: float) -> bool:
+    """Shared backend: until the serving view every process answers from includes
+    ``log_id`` (the owner knows what it published; others read the view's token)."""
+    deadline = time.monotonic() + timeout
+    target = id_key(log_id)
+    while True:
+        if host.owner and host.view_published >= target:
+            return True
+        if (not host.owner or id_key(host.applied_id) >= target) and \
+                token_position(await storage.view_token(host.name)) >= target:
+            return True  # (also: published by the process that folded it before this one)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        if host.owner:
+            await host.wait_applied_event(min(remaining, 0.05))
+        else:
+            await asyncio.sleep(min(remaining, 0.005))
 
 
 async def wait_position(storage: Storage, model: str, log_id: str, timeout: float,
@@ -71,6 +103,13 @@ class ModelManager:
         self.restored = False
         self.failed: dict[str, str] = {}  # models whose snapshot could not be loaded
         self._refresh_task: asyncio.Task | None = None
+        # which models this process hosts changes under this lock (create, delete, the
+        # refresh that follows other processes, an on-demand load): otherwise a refresh that
+        # read the stored models just before a delete brings the deleted model back, and a
+        # create racing a refresh hosts the model twice
+        self._membership = asyncio.Lock()
+        self.placement = Membership(storage, settings, "online", self.process_id,
+                                    lambda: list(self.hosts)) if storage.shared else None
         self.batch = BatchModels(storage, settings, self.process_id)
 
     # -------------------------------------------------------------- lifecycle
@@ -80,6 +119,7 @@ class ModelManager:
         await self.batch.start()
         self.restored = True
         if self.storage.shared:
+            await self.placement.refresh(force=True)  # a member from the start, models or not
             self._refresh_task = asyncio.create_task(self._refresh_models())
 
     async def stop(self) -> None:
@@ -90,6 +130,9 @@ class ModelManager:
         await asyncio.gather(*(fold.stop() for fold in self.folds.values()),
                              return_exceptions=True)
         self.folds.clear()
+        if self.placement is not None:
+            with contextlib.suppress(Exception):
+                await self.placement.leave()
         await self.batch.stop()
 
     def known(self, name: str) -> bool:
@@ -97,6 +140,7 @@ class ModelManager:
 
     async def _host(self, spec: ModelSpec) -> ModelHost | BatchHost:
         """Restore a model (snapshot, then its fold replays the log after it)."""
+        metrics.init_model(spec)  # its counters at 0 from now on (not "no data")
         if spec.is_batch:
             return await self.batch.host(spec)
         host = ModelHost(spec, feature_names_max=self.settings.feature_names_max,
@@ -111,7 +155,7 @@ class ModelManager:
                 self.failed[spec.name] = exc.detail
                 return host
         self.hosts[spec.name] = host
-        fold = ModelFold(host, self.storage, self.settings, self.process_id)
+        fold = ModelFold(host, self.storage, self.settings, self.process_id, self.placement)
         self.folds[spec.name] = fold
         fold.publish_gauges()
         fold.start()
@@ -122,12 +166,16 @@ class ModelManager:
         while True:
             await asyncio.sleep(2.0)
             with contextlib.suppress(Exception):
-                stored = await self.storage.load_models()
-                for name, raw in stored.items():
-                    if not self.known(name):
-                        await self._host(ModelSpec.model_validate_json(raw))
-                for name in [n for n in [*self.hosts, *self.batch.hosts] if n not in stored]:
-                    await self._drop(name)
+                await self.placement.refresh()
+            with contextlib.suppress(Exception):
+                async with self._membership:
+                    stored = await self.storage.load_models()
+                    for name, raw in stored.items():
+                        if not self.known(name):
+                            await self._host(ModelSpec.model_validate_json(raw))
+                    for name in [n for n in [*self.hosts, *self.batch.hosts]
+                                 if n not in stored]:
+                        await self._drop(name)
 
     async def _drop(self, name: str) -> None:
         await self.batch.drop(name)
@@ -169,18 +217,20 @@ class ModelManager:
                 self._check_total(request)  # (larger: new_learner's 422 names the limit)
             new_learner(request, self.settings.max_model_bytes)  # validates it all, sizes too
         spec = ModelSpec(**request.model_dump(), created_at=time.time())
-        if not await self.storage.save_model(spec.name, spec.model_dump_json().encode(),
-                                             create=True):
-            raise ModelExistsError(f"model {spec.name!r} already exists")
-        return await self._host(spec)
+        async with self._membership:
+            if not await self.storage.save_model(spec.name, spec.model_dump_json().encode(),
+                                                 create=True):
+                raise ModelExistsError(f"model {spec.name!r} already exists")
+            return await self._host(spec)
 
     async def get(self, name: str) -> ModelHost | BatchHost:
         host = self.hosts.get(name) or self.batch.hosts.get(name)
         if host is None and self.storage.shared:  # created by another process just now
-            raw = (await self.storage.load_models()).get(name)
-            if raw is not None and not self.known(name):
-                host = await self._host(ModelSpec.model_validate_json(raw))
-            host = self.hosts.get(name) or self.batch.hosts.get(name)
+            async with self._membership:
+                raw = (await self.storage.load_models()).get(name)
+                if raw is not None and not self.known(name):
+                    host = await self._host(ModelSpec.model_validate_json(raw))
+                host = self.hosts.get(name) or self.batch.hosts.get(name)
         if host is None:
             if name in self.failed:
                 raise UnavailableError(f"model {name!r} is out of service: {self.failed[name]}")
@@ -192,25 +242,21 @@ class ModelManager:
             await self.storage.delete_model(name)
             return
         await self.get(name)
-        await self.batch.drop(name)
-        fold = self.folds.pop(name, None)
-        if fold is not None:
-            await fold.stop(final_snapshot=False)
-        self.hosts.pop(name, None)
-        if not await self.storage.delete_model(name):
-            raise ModelNotFoundError(f"no model named {name!r}")
+        async with self._membership:
+            await self.batch.drop(name)
+            fold = self.folds.pop(name, None)
+            if fold is not None:
+                await fold.stop(final_snapshot=False)
+            self.hosts.pop(name, None)
+            if not await self.storage.delete_model(name):
+                raise ModelNotFoundError(f"no model named {name!r}")
         metrics.forget_model(name)
 
     async def describe(self, host: ModelHost | BatchHost, *, features: bool = True) -> dict:
         log_end = await self.storage.log_end(host.name)
         if isinstance(host, BatchHost):
             return await self.batch.describe(host, log_end)
-        if self.storage.shared and not host.owner:
-            position = await self.storage.applied_position(host.name)
-            public = host.describe(features=features, limit=self.settings.selected_features_max,
-                                   log_end=log_end)
-            public["log_position"] = position or public["log_position"]
-            return public
+        await self.refresh_view(host)
         return host.describe(features=features, limit=self.settings.selected_features_max,
                              log_end=log_end)
 
@@ -235,7 +281,9 @@ class ModelManager:
         first append's ids are answered (``host.last_repeat`` says so)."""
         entries = []
         for batch in batches:  # names travel in the entry: a fold over the log, like weights
-            entry = {b"fmt": b"bin", b"data": batch.encode()}
+            big = batch.raw is None and batch.X.nnz > _INLINE_ENCODE_NNZ
+            data = await in_background(batch.encode) if big else batch.encode()
+            entry = {b"fmt": b"bin", b"data": data}
             if batch.names:
                 entry[b"names"] = wire.encode_names(batch.names)
             entries.append(entry)
@@ -255,20 +303,58 @@ class ModelManager:
         return ids
 
     async def wait_applied(self, host: ModelHost | BatchHost, log_id: str) -> None:
+        """Until ``log_id`` is applied and, for an online model on a shared backend, in the
+        serving view every process answers from (read-your-writes)."""
+        timeout = self.settings.wait_timeout_seconds
         if isinstance(host, BatchHost):
             fold = self.batch.fold(host.name)
             local = fold.wait_applied if fold is not None and fold.owner else None
+            ok = await wait_position(self.storage, host.name, log_id, timeout, local)
+        elif self.storage.shared:
+            ok = await wait_visible(self.storage, host, log_id, timeout)
         else:
-            local = host.wait_applied if not self.storage.shared or host.owner else None
-        timeout = self.settings.wait_timeout_seconds
-        if not await wait_position(self.storage, host.name, log_id, timeout, local):
+            ok = await host.wait_applied(log_id, timeout)
+        if not ok:
             raise WaitTimeoutError(f"entries up to {log_id} were not applied within {timeout} "
                                    "s; they are in the log and will be")
 
     # -------------------------------------------------------------- predictions
+    async def refresh_view(self, host: ModelHost) -> None:
+        """A process that does not fold the model: fetch the serving view when its token
+        changed (one round trip), so that this answer includes everything a ``?wait=true``
+        acknowledged before the request arrived. Concurrent requests share one fetch that
+        started after they arrived. On a storage error the process answers from what it
+        holds (and logs it)."""
+        if not self.storage.shared or host.owner:
+            return
+        arrived = time.monotonic()
+        while host.view_flight is not None:
+            started, flight = host.view_flight
+            await asyncio.shield(flight)
+            if started >= arrived:
+                return
+        flight = asyncio.get_running_loop().create_future()
+        host.view_flight = (time.monotonic(), flight)
+        try:
+            token, blob = await self.storage.fetch_view(host.name, host.view_token)
+            if blob is not None:
+                view = decode_view(blob, host.n_features) if len(blob) < _INLINE_VIEW_BYTES \
+                    else await asyncio.to_thread(decode_view, blob, host.n_features)
+                host.view, host.view_token = view, token
+                metrics.READ_STALENESS.labels(host.name).observe(
+                    max(0.0, time.time() - view.applied_at))
+        except ViewFormatError as exc:
+            log.error("model %s: published serving view refused: %s", host.name, exc)
+        except Exception as exc:  # storage down: answer from what this process holds
+            log.warning("model %s: serving view not refreshed: %s", host.name, exc)
+        finally:
+            host.view_flight = None
+            flight.set_result(None)
+
     async def predict(self, host: ModelHost, batch: ExampleBatch,
                       with_ids: bool) -> tuple[np.ndarray, list[str] | None]:
-        learner = host.learner  # lock-free read (see README: predictions during a batch)
+        await self.refresh_view(host)
+        learner = host.serving() or host.learner  # lock-free read (see docs/architecture.md)
         started = time.perf_counter()
         if len(batch) > 256:
             scores = await asyncio.to_thread(learner.decision_function, batch.X)
@@ -323,7 +409,7 @@ class ModelManager:
         if self.storage.shared and not host.owner and fold is not None:
             await fold.hold_lease()
         if self.storage.shared and not host.owner:
-            raise UnavailableError("this process does not own the model's fold; retry")
+            raise NotOwnerError("this process does not own the model's fold; retry")
         async with host.fold_lock:
             log_end = await self.storage.log_end(host.name)
             host.install(parsed)
@@ -333,6 +419,8 @@ class ModelManager:
                 host.applied_id = log_end
             host.reposition = True
             if fold is not None and not await fold.snapshot():
-                raise UnavailableError("this process lost the model's fold while restoring; "
-                                       "retry")
+                raise NotOwnerError("this process lost the model's fold while restoring; "
+                                    "retry")
+            if fold is not None:
+                await fold.publish_view(now=True)
         host.notify_applied()

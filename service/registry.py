@@ -19,10 +19,12 @@ import numpy as np
 
 from algorithms.online import LEARNERS, learner_from_state
 from algorithms.serialization import StateFormatError, dumps_state, loads_state
+from algorithms.states import state_kind
 from service.errors import InputError, item_error
 from service.ingest import ExampleBatch
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import id_key
+from service.view import ServingView, top_names
 
 _SERVICE_KEYS = ("svc_log_id", "svc_progressive_examples", "svc_progressive_correct",
                  "svc_feature_names", "svc_model")
@@ -91,6 +93,11 @@ class ModelHost:
         self.snapshot_id: str | None = None
         self.reposition = False
         self._applied_event = asyncio.Event()
+        self.view: ServingView | None = None  # newest published view (other processes)
+        self.view_token: str | None = None
+        self.view_flight: tuple[float, asyncio.Future] | None = None  # a fetch under way
+        self.view_published = (-1, -1)  # owner: position of the last view it published
+        self.applied_at = 0.0  # wall-clock time applied_id was applied (or restored)
 
     @property
     def name(self) -> str:
@@ -101,10 +108,6 @@ class ModelHost:
         return self.spec.dimension
 
     # -------------------------------------------------------------- fold
-    def apply(self, batch: ExampleBatch | None, last_id: str) -> tuple[int, int]:
-        """Fold ``batch`` (entries up to ``last_id``) in; (examples, correct). Thread-safe."""
-        return self.apply_all([batch] if batch is not None else [], last_id)
-
     def apply_all(self, batches: list[ExampleBatch], last_id: str) -> tuple[int, int]:
         """Fold ``batches`` in order, then record ``last_id``, all under the lock: a
         snapshot sees the state before or after the whole micro-batch, never inside it."""
@@ -125,6 +128,7 @@ class ModelHost:
             self.progressive_correct += correct
             self.examples_since_snapshot += n
             self.applied_id = last_id
+            self.applied_at = time.time()
         return n, correct
 
     def _progressive_fit(self, batch: ExampleBatch) -> np.ndarray:
@@ -143,6 +147,12 @@ class ModelHost:
     def notify_applied(self) -> None:
         event, self._applied_event = self._applied_event, asyncio.Event()
         event.set()
+
+    async def wait_applied_event(self, timeout: float) -> None:
+        """Until the next micro-batch is applied (or its view published), at most
+        ``timeout``."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._applied_event.wait(), timeout)
 
     async def wait_applied(self, log_id: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -198,6 +208,7 @@ class ModelHost:
             self.progressive_correct = extra["svc_progressive_correct"]
             self.names = extra["svc_feature_names"]
             self.examples_since_snapshot = 0
+            self.applied_at = time.time()
         self.snapshot_id = self.applied_id
 
     def load_blob(self, blob: bytes, *, check_spec: bool = True) -> None:
@@ -206,23 +217,54 @@ class ModelHost:
         self.install(self.check_blob(blob, check_spec=check_spec))
 
     # -------------------------------------------------------------- reading
+    def make_view(self, names_limit: int) -> ServingView:
+        """The serving view of the current state (owner; taken under the lock). O(B) for
+        the selecting learners, O(d) for OGD / AROW."""
+        with self.lock:
+            learner = self.learner
+            indices, values = learner.weights()
+            return ServingView(
+                log_id=self.applied_id or "0-0", applied_at=self.applied_at,
+                n_examples=int(learner.n_examples_), n_updates=int(learner.n_updates_),
+                progressive_examples=self.progressive_examples,
+                progressive_correct=self.progressive_correct,
+                indices=np.asarray(indices, dtype=np.int64),
+                values=np.asarray(values, dtype=np.float64),
+                names=top_names(indices, values, self.names, names_limit))
+
+    def serving(self):
+        """What to answer from: the learner, or a newer published view (a process that
+        does not fold the model; see :mod:`service.view`)."""
+        view = self.view
+        if view is not None and not self.owner and view.position >= id_key(self.applied_id):
+            return view
+        return None
+
     def describe(self, *, features: bool, limit: int, log_end: str | None) -> dict[str, Any]:
-        learner = self.learner
-        indices, values = learner.weights()
+        view = self.serving()
+        if view is not None:
+            indices, values, names = view.indices, view.values, view.names
+            examples, updates, position = view.n_examples, view.n_updates, view.log_id
+            progressive, correct = view.progressive_examples, view.progressive_correct
+        else:
+            learner = self.learner
+            indices, values = learner.weights()
+            names = self.names
+            examples, updates = int(learner.n_examples_), int(learner.n_updates_)
+            position = self.applied_id
+            progressive, correct = self.progressive_examples, self.progressive_correct
         public: dict[str, Any] = dict(
             name=self.name, algorithm=self.spec.algorithm, params=self.spec.params,
             budget=self.spec.budget, n_features=self.n_features, hash_bits=self.spec.hash_bits,
-            created_at=self.spec.created_at, examples_applied=int(learner.n_examples_),
-            updates=int(learner.n_updates_), log_position=self.applied_id, log_end=log_end,
-            progressive_accuracy=(self.progressive_correct / self.progressive_examples
-                                  if self.progressive_examples else None),
-            progressive_examples=self.progressive_examples, n_selected=int(len(indices)),
-            owner=self.owner)
+            created_at=self.spec.created_at, examples_applied=examples, updates=updates,
+            log_position=position, log_end=log_end,
+            progressive_accuracy=correct / progressive if progressive else None,
+            progressive_examples=progressive, n_selected=int(len(indices)), owner=self.owner)
         if features:
             order = np.argsort(-np.abs(values), kind="stable")[:limit]
             public["selected_features"] = [
                 {"index": int(indices[k]), "weight": float(values[k]),
-                 "name": self.names.get(int(indices[k]))} for k in order]
+                 "name": names.get(int(indices[k]))} for k in order]
         return public
 
 
@@ -266,7 +308,8 @@ def _count(value, field: str) -> int:
 
 def _check_service_keys(extra: dict, names_max: int) -> dict:
     """The service's members of a snapshot, typed and consistent."""
-    log_id = extra["svc_log_id"] or ""
+    # absent members are None; no truth test, which an array member would make raise
+    log_id = "" if extra["svc_log_id"] is None else extra["svc_log_id"]
     if not isinstance(log_id, str) or len(log_id) > 64:
         raise item_error("must be a log id string", field="svc_log_id")
     if log_id:
@@ -279,7 +322,7 @@ def _check_service_keys(extra: dict, names_max: int) -> dict:
     if correct > examples:
         raise item_error(f"{correct} correct of {examples} examples",
                          field="svc_progressive_correct")
-    raw_names = extra["svc_feature_names"] or []
+    raw_names = [] if extra["svc_feature_names"] is None else extra["svc_feature_names"]
     if not isinstance(raw_names, list) or len(raw_names) > names_max:
         raise item_error(f"must be a list of at most {names_max} [index, name] pairs",
                          field="svc_feature_names")
@@ -299,8 +342,9 @@ def _check_configuration(state: dict, spec: ModelSpec) -> None:
     """The snapshot is of this model's configuration: algorithm, dimension, budget and every
     hyperparameter (defaults included). Compared on the declared values, so nothing is
     allocated for a snapshot that does not fit."""
-    if state.get("algorithm") != spec.algorithm:
-        raise item_error(f"snapshot is a {state.get('algorithm')!r} model, this model is "
+    kind, _ = state_kind(state)  # the envelope's kind, or "algorithm" before the envelope
+    if kind != spec.algorithm:
+        raise item_error(f"snapshot is a {kind!r} model, this model is "
                          f"{spec.algorithm!r}", field="algorithm")
     params = state.get("params")
     if not isinstance(params, dict):

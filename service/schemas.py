@@ -10,9 +10,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-ALGORITHMS = ("pet", "fofs", "sofs", "ogd", "arow")
-ANYTIME_ALGORITHMS = ("cs-g-omp", "cs-g-fr", "doubling", "no-whiten", "single", "group-lasso")
+from algorithms.anytime.model import METHODS
+from algorithms.online import LEARNERS
+
+# The API's algorithms come from the registries: a learner added to LEARNERS (one file and
+# one line, algorithms/README.md) is an algorithm of POST /v1/models.
+ALGORITHMS = tuple(LEARNERS)
+ANYTIME_ALGORITHMS = METHODS  # every sequencing method of AnytimeLinearModel
 BATCH_ALGORITHMS = ANYTIME_ALGORITHMS + ("gbfs", "nvsd")
+ALL_ALGORITHMS = ALGORITHMS + BATCH_ALGORITHMS
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$"
 
@@ -27,25 +33,26 @@ class GroupSpec(BaseModel):
     cost: float = Field(ge=0, allow_inf_nan=False)
 
 
+def _given(field: str) -> dict:
+    """JSON Schema for "``field`` is present and not null" (null counts as absent)."""
+    return {"required": [field], "properties": {field: {"not": {"type": "null"}}}}
+
+
 class ModelCreate(BaseModel):
     """``POST /v1/models``.
 
-    Online models (``pet``, ``fofs``, ``sofs``, ``ogd``, ``arow``): exactly one of
+    Online models (the learners of ``algorithms.online.LEARNERS``): exactly one of
     ``n_features`` and ``hash_bits``. Batch models (the anytime family, ``gbfs``, ``nvsd``):
     ``groups`` (named features, costs) and ``task``; no feature space of their own."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
-        {"required": ["n_features"], "not": {"anyOf": [{"required": ["hash_bits"]},
-                                                        {"required": ["groups"]}]}},
-        {"required": ["hash_bits"], "not": {"anyOf": [{"required": ["n_features"]},
-                                                       {"required": ["groups"]}]}},
-        {"required": ["groups"], "not": {"anyOf": [{"required": ["n_features"]},
-                                                    {"required": ["hash_bits"]}]}},
+        {**_given("n_features"), "not": {"anyOf": [_given("hash_bits"), _given("groups")]}},
+        {**_given("hash_bits"), "not": {"anyOf": [_given("n_features"), _given("groups")]}},
+        {**_given("groups"), "not": {"anyOf": [_given("n_features"), _given("hash_bits")]}},
     ]})
 
     name: str = Field(pattern=MODEL_NAME_PATTERN)
-    algorithm: Literal["pet", "fofs", "sofs", "ogd", "arow", "cs-g-omp", "cs-g-fr",
-                       "doubling", "no-whiten", "single", "group-lasso", "gbfs", "nvsd"]
+    algorithm: Literal[ALL_ALGORITHMS]
     params: dict[str, Any] = Field(default_factory=dict)
     budget: int | None = Field(default=None, ge=1)
     n_features: int | None = Field(default=None, ge=1, le=2**31 - 1)
@@ -182,15 +189,6 @@ class ExamplesAccepted(BaseModel):
                            "nothing was appended, log_ids are the first request's")
 
 
-class PredictRequest(BaseModel):
-    """``POST /v1/models/{m}/predict``; examples in the same forms as ``/examples``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    examples: list[dict[str, Any]] = Field(min_length=1)
-    return_prediction_ids: bool = False
-
-
 class PredictResponse(BaseModel):
     model: str
     log_position: str | None
@@ -222,9 +220,3 @@ class SnapshotRestored(BaseModel):
     log_position: str | None
     version: int | None = None
 
-
-class Health(BaseModel):
-    status: str
-    backend: str
-    models: int | None = None
-    detail: str | None = None

@@ -14,7 +14,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="FEATUREBUDGET_", extra="ignore")
 
-    redis_url: str | None = Field(default=None, description="Redis URL; unset = embedded")
+    redis_url: str | None = Field(
+        default=None, description="Redis URL (redis://host:6379/0), or a Redis Cluster's "
+        "redis+cluster://host:port[,host:port...]/; unset = embedded")
     data_dir: Path = Field(default=Path("./data"), description="embedded backend directory")
     fsync: bool = Field(default=False, description="fsync the local log on every append")
     log_segment_bytes: int = 64 << 20
@@ -25,7 +27,8 @@ class Settings(BaseSettings):
         default=None, description="budget for the state of all models of one process "
         "together (every API process holds every model); unset = half the machine's memory")
     microbatch_max_entries: int = 16
-    microbatch_max_bytes: int = 64 << 20  # fewer entries per read when entries are big
+    microbatch_max_bytes: int = 8 << 20  # fewer entries per read when entries are big (and
+    # smaller units of background work: predictions wait less; load_tests/predict_latency.py)
     apply_chunk_examples: int = 256  # rows per kernel call (bounds event-loop stalls)
     consumer_block_ms: int = 200
     prefetch: bool = True  # read the next micro-batch while one is applied
@@ -39,6 +42,17 @@ class Settings(BaseSettings):
     autoclaim_idle_ms: int = 30_000
     deadletter_maxlen: int = 10_000
     lease_seconds: float = 10.0
+    background_nice: int = Field(
+        default=10, ge=0, le=19, description="how many steps below the event loop's the CPU "
+        "priority of ingestion threads (parsing, applying, log writes, fits) is: predictions "
+        "first")
+    gil_switch_interval_ms: float = Field(
+        default=0.5, gt=0, le=100, description="the interpreter's GIL switch interval: how "
+        "long the event loop may wait for the GIL while a background thread runs Python code")
+    serving_view_bytes_per_second: float = Field(
+        default=32e6, gt=0, description="bound on the serving views an online model's folding "
+        "process publishes (read-your-writes across API processes): a view of V bytes is "
+        "followed by the next one no sooner than V / this")
     feature_names_max: int = 100_000
     selected_features_max: int = 1000
     batch_worker: bool | None = Field(
@@ -49,6 +63,8 @@ class Settings(BaseSettings):
     job_progress_seconds: float = 0.5  # how often a running job's progress is stored
     versions_kept: int = 10  # newest artifact versions kept per batch model (and the current)
     version_check_seconds: float = 1.0  # API processes re-read current versions this often
+    metrics_host: str = Field(default="127.0.0.1", description="address `featurebudget "
+                              "worker` serves its Prometheus metrics on (0.0.0.0: every one)")
 
     def total_model_budget(self) -> int:
         if self.max_total_model_bytes is not None:

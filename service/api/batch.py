@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 
 from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
+from service.api.openapi import RETRAIN_LINKS
 from service.batch.host import BatchHost
 from service.batch.page import models_page, sequence_page
 from service.errors import ConflictError, MalformedBodyError, item_error
@@ -23,7 +24,8 @@ async def _batch_host(manager, model: str) -> BatchHost:
     return host
 
 
-@router.post("/retrain", status_code=202, dependencies=[WriteAccess])
+@router.post("/retrain", status_code=202, dependencies=[WriteAccess],
+             responses={202: RETRAIN_LINKS})
 async def retrain(model: str, manager: Manager) -> dict:
     """Queue a retrain on everything appended so far; 202 with the job."""
     return await manager.batch.retrain(await _batch_host(manager, model))

@@ -17,7 +17,7 @@ from service.api.deps import (
     read_body,
     require_write,
 )
-from service.api.openapi import EXAMPLES_BODY, PREDICT_BODY
+from service.api.openapi import EXAMPLES_BODY, PREDICT_BODY, PREDICT_LINKS
 from service.batch.host import BatchHost
 from service.batch.ingest import parse_batch_body
 from service.errors import (
@@ -30,7 +30,8 @@ from service.errors import (
 )
 from service.ingest import decode_bin, parse_json_body, parse_json_examples, parse_libsvm_body
 from service.manager import RepeatedRequest
-from service.schemas import ExamplesAccepted, FeedbackRequest, FeedbackResponse, PredictResponse
+from service.priority import in_background
+from service.schemas import ExamplesAccepted, FeedbackRequest, FeedbackResponse
 
 router = APIRouter(prefix="/v1/models/{model}", tags=["examples"])
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
@@ -67,7 +68,7 @@ async def post_examples(model: str, request: Request, manager: Manager,
     media_type = _media_type(request)
     try:
         if len(body) > _BIG:
-            batch, fmt = await asyncio.to_thread(_parse_examples, body, media_type, host)
+            batch, fmt = await in_background(_parse_examples, body, media_type, host)
         else:
             batch, fmt = _parse_examples(body, media_type, host)
     except ServiceError:
@@ -87,8 +88,8 @@ async def post_examples(model: str, request: Request, manager: Manager,
             "repeated": repeated}
 
 
-@router.post("/predict", response_model=PredictResponse, dependencies=[ReadAccess],
-             openapi_extra=PREDICT_BODY)
+@router.post("/predict", dependencies=[ReadAccess], openapi_extra=PREDICT_BODY,
+             responses={200: PREDICT_LINKS})  # online (PredictResponse) or batch answers
 async def predict(model: str, request: Request, manager: Manager,
                   settings: AppSettings) -> Response:
     host = await manager.get(model)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
+from fastapi.responses import PlainTextResponse
 
 from service import metrics
 from service.api.deps import Manager
@@ -15,7 +16,10 @@ async def healthz() -> dict:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={503: {"description": "storage unreachable, models being "
+                                          "restored, or a model not folded (detail says "
+                                          "which)",
+                                          "content": {"application/json": {}}}})
 async def readyz(manager: Manager) -> Response:
     import orjson
 
@@ -43,7 +47,7 @@ async def readyz(manager: Manager) -> Response:
     return Response(orjson.dumps(body), media_type="application/json")
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse)
 async def get_metrics() -> Response:
     data, content_type = metrics.render()
     return Response(data, media_type=content_type)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Response
 
 from service.api.deps import Manager, ReadAccess, WriteAccess
+from service.api.openapi import CREATE_LINKS, LIST_LINKS
 from service.batch.host import BatchHost
 from service.errors import ConflictError
 from service.schemas import BatchModelPublic, ModelCreate, ModelPublic, SelectedFeature
@@ -13,13 +14,14 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 AnyModel = ModelPublic | BatchModelPublic
 
 
-@router.post("", status_code=201, response_model=AnyModel, dependencies=[WriteAccess])
+@router.post("", status_code=201, response_model=AnyModel, dependencies=[WriteAccess],
+             responses={201: CREATE_LINKS})
 async def create_model(body: ModelCreate, manager: Manager) -> dict:
     host = await manager.create(body)
     return await manager.describe(host)
 
 
-@router.get("", dependencies=[ReadAccess])
+@router.get("", dependencies=[ReadAccess], responses={200: LIST_LINKS})
 async def list_models(manager: Manager) -> dict:
     hosts = [*manager.hosts.values(), *manager.batch.hosts.values()]
     models = [await manager.describe(host, features=False)

@@ -4,6 +4,8 @@ libsvm text, FBX1 binary) so that ``/docs`` can try them."""
 
 from __future__ import annotations
 
+from service.schemas import PredictResponse
+
 PROBLEM = {
     "type": "object",
     "description": "RFC 9457 problem details; errors name the item / line and the field",
@@ -38,7 +40,7 @@ _EXAMPLE = {"type": "object", "description": "online: {indices, values, label} o
             "{feature: value}}, target | label} or {indices, values, target | label}"}
 EXAMPLES_BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"type": "object", "required": ["examples"], "properties": {
-        "examples": {"type": "array", "items": _EXAMPLE}}}},
+        "examples": {"type": "array", "items": _EXAMPLE, "minItems": 1}}}},
     "text/plain": {"schema": {"type": "string", "description":
                               "libsvm lines: label index:value ... (1-based indices)"}},
     "application/octet-stream": {"schema": {"type": "string", "format": "binary",
@@ -52,3 +54,57 @@ PREDICT_BODY = {"requestBody": {"required": True, "content": {"application/json"
                             "description": "batch models: use exactly these groups"},
         "budget": {"type": "number", "minimum": 0,
                    "description": "batch models: the longest prefix within this cost"}}}}}}}
+SNAPSHOT_BODY = {"requestBody": {"required": True, "content": {
+    "application/vnd.featurebudget.state": {"schema": {
+        "type": "string", "format": "binary",
+        "description": "a blob from GET /snapshot of a model of the same configuration"}}}}}
+
+
+def _link(path: str, method: str, description: str, **parameters: str) -> dict:
+    pointer = path.replace("~", "~0").replace("/", "~1")
+    return {"operationRef": f"#/paths/{pointer}/{method}", "description": description,
+            "parameters": parameters}
+
+
+_MODEL = "$response.body#/name"
+_M = "/v1/models/{model}"
+# OpenAPI links: which responses feed which calls (clients, /docs and stateful fuzzers
+# follow them: create -> examples -> predict -> feedback, retrain -> its job)
+CREATE_LINKS = {"links": {
+    "GetModel": _link(_M, "get", "inspect the new model", model=_MODEL),
+    "PostExamples": _link(f"{_M}/examples", "post", "post its examples", model=_MODEL),
+    "Predict": _link(f"{_M}/predict", "post", "predict with it", model=_MODEL),
+    "GetSnapshot": _link(f"{_M}/snapshot", "get", "download its state", model=_MODEL),
+    "PutSnapshot": _link(f"{_M}/snapshot", "put", "restore its state", model=_MODEL),
+    "GetFeatures": _link(f"{_M}/features", "get", "its selected features", model=_MODEL),
+    "Retrain": _link(f"{_M}/retrain", "post", "retrain it (batch models)", model=_MODEL),
+    "Versions": _link(f"{_M}/versions", "get", "its versions (batch models)", model=_MODEL),
+    "DeleteModel": _link(_M, "delete", "delete it", model=_MODEL),
+}}
+_FIRST = "$response.body#/models/0/name"
+LIST_LINKS = {"links": {
+    "GetModel": _link(_M, "get", "inspect the first model listed", model=_FIRST),
+    "PostExamples": _link(f"{_M}/examples", "post", "post its examples", model=_FIRST),
+    "Predict": _link(f"{_M}/predict", "post", "predict with it", model=_FIRST),
+    "GetSnapshot": _link(f"{_M}/snapshot", "get", "download its state", model=_FIRST),
+    "Jobs": _link(f"{_M}/jobs", "get", "its retrain jobs (batch models)", model=_FIRST),
+}}
+_BATCH_PREDICTION = {
+    "type": "object", "title": "BatchPredictResponse", "required": ["model", "predictions"],
+    "description": "a batch model's answer: predictions (labels, probabilities) per example; "
+    "groups_used, cost, expected_explained_variance, next_group scalars when every example "
+    "had the same computed groups, else lists", "properties": {
+        "model": {"type": "string"}, "version": {"type": ["integer", "null"]},
+        "predictions": {"type": "array", "items": {"type": "number"}},
+        "labels": {"type": "array", "items": {"type": "integer"}}}}
+PREDICT_LINKS = {"links": {
+    "Feedback": {**_link(f"{_M}/feedback", "post", "the true label of the first prediction",
+                         model="$request.path.model"),
+                 "requestBody": {"prediction_id": "$response.body#/prediction_ids/0",
+                                 "label": 1}},
+}, "content": {"application/json": {"schema": {"anyOf": [
+    PredictResponse.model_json_schema(), _BATCH_PREDICTION]}}}}
+RETRAIN_LINKS = {"links": {
+    "GetJob": _link(f"{_M}/jobs/{{job_id}}", "get", "follow the queued job",
+                    model="$request.path.model", job_id="$response.body#/id"),
+}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
+from service.api.openapi import SNAPSHOT_BODY
 from service.batch.host import BatchHost
 from service.schemas import SnapshotRestored
 
@@ -24,7 +25,8 @@ async def get_snapshot(model: str, manager: Manager) -> Response:
         "Content-Disposition": f'attachment; filename="{host.name}.fbstate"'})
 
 
-@router.put("/snapshot", response_model=SnapshotRestored, dependencies=[WriteAccess])
+@router.put("/snapshot", response_model=SnapshotRestored, dependencies=[WriteAccess],
+            openapi_extra=SNAPSHOT_BODY)
 async def put_snapshot(model: str, request: Request, manager: Manager,
                        settings: AppSettings) -> dict:
     host = await manager.get(model)

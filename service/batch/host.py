@@ -58,4 +58,6 @@ class BatchHost:
             self.served = artifact  # the swap: one reference assignment
             self.load_error = None
             metrics.MODEL_VERSION.labels(self.name).set(version)
+            metrics.SELECTED_FEATURES.labels(self.name).set(  # in the trained sequence's groups
+                len(self.layout.features_of(artifact._order())))
             return True

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import socket
+import time
 import uuid
 
 from service.allocator import retain_freed_memory
@@ -41,12 +42,17 @@ def warm_batch_kernels() -> None:
 
 async def run_worker(settings: Settings, *, metrics_port: int | None = None,
                      stop: asyncio.Event | None = None) -> None:
+    from service.startup import backend_description
+
     retain_freed_memory(settings.malloc_retain_bytes)
+    starting = time.perf_counter()
+    log.info("batch worker starting on the %s", backend_description(settings))
     if metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(metrics_port, addr=os.environ.get("FEATUREBUDGET_METRICS_HOST",
-                                                            "127.0.0.1"))
+        start_http_server(metrics_port, addr=settings.metrics_host)
+        log.info("batch worker metrics on http://%s:%d/metrics", settings.metrics_host,
+                 metrics_port)
     storage = make_storage(settings)
     await storage.open()
     process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}:worker"
@@ -58,8 +64,9 @@ async def run_worker(settings: Settings, *, metrics_port: int | None = None,
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
             loop.add_signal_handler(sig, stop.set)
     await worker.start(follow=True)
-    log.warning("batch worker %s ready on the %s backend (%d batch models)", process_id,
-                storage.kind, len(worker.folds))
+    log.warning("batch worker %s ready in %.1f s on the %s: %d batch models (%s)", process_id,
+                time.perf_counter() - starting, backend_description(settings),
+                len(worker.folds), ", ".join(sorted(worker.folds)) or "none yet")
     try:
         await stop.wait()
     finally:

@@ -41,6 +41,8 @@ from service.batch.ingest import parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
 from service.consumer import Lease, report_applied, save_fenced
 from service.errors import InputError
+from service.placement import Membership
+from service.priority import in_background
 from service.schemas import ModelSpec
 from service.storage import LogEntry, Storage, id_key
 
@@ -60,7 +62,8 @@ def new_job(trigger: str, requested_through: str | None) -> dict[str, Any]:
 class BatchFold:
     """One batch model's fold and retrains in this process (see the module docstring)."""
 
-    def __init__(self, spec: ModelSpec, storage: Storage, settings, process_id: str) -> None:
+    def __init__(self, spec: ModelSpec, storage: Storage, settings, process_id: str,
+                 membership=None) -> None:
         self.spec = spec
         self.layout = BatchLayout(spec)
         self.params = split_params(spec)
@@ -76,7 +79,7 @@ class BatchFold:
         self.last_snapshot_time = time.monotonic()
         self.last_retrain_examples = 0
         self.last_retrain_time = time.monotonic()
-        self.lease = Lease(storage, settings, spec.name, process_id)
+        self.lease = Lease(storage, settings, spec.name, process_id, membership)
         self.job_task: asyncio.Task | None = None
         self.task: asyncio.Task | None = None
         self.jobs_loop: asyncio.Task | None = None
@@ -157,6 +160,15 @@ class BatchFold:
                 await self._take_over()
             return True
         owner = await self.lease.renew(self.owner)
+        if owner and self.owner and self.lease.hand_over() and (
+                self.job_task is None or self.job_task.done()):  # (never during a fit)
+            if self.state.applied_id == self.snapshot_id or await self.snapshot():
+                await self.lease.release()  # the process it is placed on takes it over
+                self.owner = False
+                self.reader = None
+                log.info("batch model %s handed over to %s", self.name,
+                         self.lease.membership.placed(self.name))
+            return False
         if owner and not self.owner:
             await self._take_over()
         if not owner:
@@ -211,8 +223,11 @@ class BatchFold:
         applied = id_key(self.state.applied_id)
         fresh = [e for e in entries if id_key(e.id) > applied]
         if fresh:
-            n, rejected = await asyncio.to_thread(self._apply_entries, fresh)
+            n, rejected = await in_background(self._apply_entries, fresh)
             await report_applied(self.storage, self.name, n, rejected, started)
+            if self.storage.kind == "redis":  # stream ids carry the time they were added
+                metrics.LEARNER_LAG.labels(self.name).set(
+                    max(0.0, time.time() - id_key(fresh[-1].id)[0] / 1e3))
         await self.reader.ack([e.id for e in entries])
         if self.storage.shared and self.state.applied_id:
             await self.storage.publish_applied(self.name, self.state.applied_id)
@@ -347,7 +362,7 @@ class BatchFold:
 
         outcome = "failed"
         try:
-            fitting = asyncio.ensure_future(asyncio.to_thread(
+            fitting = asyncio.ensure_future(in_background(
                 fit, spec.family, spec.algorithm, spec.task, self.layout, self.params,
                 training, validation, progress))
             saved = job["progress"]
@@ -428,6 +443,8 @@ class BatchWorker:
         self.folds: dict[str, BatchFold] = {}
         self._refresh: asyncio.Task | None = None
         self._job_events: asyncio.Task | None = None
+        self.membership = Membership(storage, settings, "batch", process_id,
+                                     lambda: list(self.folds)) if storage.shared else None
 
     async def start(self, *, follow: bool) -> None:
         """Fold every stored batch model; with ``follow``, pick up models created or deleted
@@ -464,9 +481,12 @@ class BatchWorker:
             await asyncio.sleep(2.0)
             with contextlib.suppress(Exception):
                 await self._sync()
+                if self.membership is not None:
+                    await self.membership.refresh()
 
     def add(self, spec: ModelSpec) -> BatchFold:
-        fold = BatchFold(spec, self.storage, self.settings, self.process_id)
+        metrics.init_model(spec)  # this process's counters of the model at 0 from now on
+        fold = BatchFold(spec, self.storage, self.settings, self.process_id, self.membership)
         self.folds[spec.name] = fold
         fold.start()
         return fold
@@ -485,3 +505,6 @@ class BatchWorker:
         await asyncio.gather(*(fold.stop() for fold in self.folds.values()),
                              return_exceptions=True)
         self.folds.clear()
+        if self.membership is not None:
+            with contextlib.suppress(Exception):
+                await self.membership.leave()

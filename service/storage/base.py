@@ -148,6 +148,37 @@ class Storage(abc.ABC):
     async def applied_position(self, model: str) -> str | None:
         return None
 
+    # placement (service.placement): the live processes of a role
+    async def members(self, role: str, process_id: str, *, joined: float,
+                      expires: float) -> dict[str, float]:
+        """Register ``process_id`` until ``expires`` (wall clock); every live member of the
+        role -> when it joined. A single-process backend has one member."""
+        return {process_id: joined}
+
+    async def leave(self, role: str, process_id: str) -> None:  # noqa: B027
+        """Unregister at a clean stop."""
+
+    async def lease_holder(self, model: str) -> str | None:
+        """The process holding the model's lease, None when it is free."""
+        return None
+
+    # the serving view (service.view): what every process answers from (shared backends)
+    async def publish_view(self, model: str, token: str, blob: bytes, *,
+                           owner: str | None = None) -> bool:
+        """Store the view ``blob`` under ``token`` ("<log id> <nonce>") and the applied
+        position, only while ``owner`` holds the lease and never over a view of a later log
+        id. False when refused. No-op (True) on a single-process backend."""
+        return True
+
+    async def fetch_view(self, model: str, known_token: str | None
+                         ) -> tuple[str | None, bytes | None]:
+        """(token, blob): the blob only when the token differs from ``known_token``; one
+        round trip."""
+        return None, None
+
+    async def view_token(self, model: str) -> str | None:
+        return None
+
     # batch models: versioned artifacts, a current-version pointer, retrain jobs, status.
     # (A batch fold's own state is its snapshot: save_snapshot / load_snapshot.)
     @abc.abstractmethod

@@ -20,7 +20,9 @@ consecutive integers from 1. On open, each segment is scanned; the first record 
 or checksum does not hold is a torn tail (a write cut short by a crash) and the segment is
 truncated there. A record is written with one ``write`` call before the append returns, so
 a process crash (SIGKILL) never loses an acknowledged entry; with ``fsync=True`` neither
-does a power loss. One process owns a data directory (an exclusive ``flock``).
+does a power loss. One process owns a data directory (an exclusive ``flock``). Appends and
+reads hold the log's lock; big ones (and any that would wait for the lock) run on a
+background thread (:mod:`service.priority`), so the event loop never waits for the disk.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ import json
 import os
 import shutil
 import struct
+import threading
 import time
 import uuid
 import zlib
 from collections import OrderedDict
 from pathlib import Path
 
+from service.priority import in_background
 from service.storage.base import LogEntry, LogReader, Storage, id_key
 from service.storage.pending import PendingJournal
 
@@ -48,6 +52,7 @@ _NAMES = struct.Struct("<I")
 _KEY = struct.Struct("<H")
 KEYS_KEPT = 100_000  # idempotency keys remembered per model (the newest)
 MAX_RECORD = 1 << 30
+_INLINE_BYTES = 64 << 10  # appends up to this size run on the event loop when the log is free
 
 
 def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
@@ -89,7 +94,8 @@ class LocalLog:
         self.segments: list[_Segment] = []
         self.torn_bytes = 0
         self._handle = None
-        self.appended = asyncio.Event()
+        self.appended = asyncio.Event()  # set on the event loop after each append
+        self.lock = threading.Lock()  # one append / read / trim at a time
         self.keys: OrderedDict[bytes, str] = OrderedDict()  # idempotency key -> log id
         directory.mkdir(parents=True, exist_ok=True)
         for path in sorted(directory.glob("*.seg")):
@@ -142,6 +148,21 @@ class LocalLog:
     def append(self, entries: list[tuple], key: bytes | None = None) -> list[str]:
         """Append ``(format, data)`` or ``(format, data, names)`` records; one write call for
         the batch; ``key`` (an idempotency key) goes with the first record. O(bytes)."""
+        with self.lock:
+            return self._append(entries, key)
+
+    def append_once(self, entries: list[tuple], key: bytes) -> tuple[list[str], bool]:
+        """Append unless ``key`` was used before: (ids, False), or ([first id], True)."""
+        with self.lock:
+            return self._append_once(entries, key)
+
+    def _append_once(self, entries: list[tuple], key: bytes) -> tuple[list[str], bool]:
+        known = self.keys.get(key)
+        if known is not None:
+            return [known], True
+        return self._append(entries, key), False
+
+    def _append(self, entries: list[tuple], key: bytes | None = None) -> list[str]:
         segment = self.segments[-1]
         if segment.size >= self.segment_bytes and segment.offsets:
             self._handle.close()
@@ -175,11 +196,14 @@ class LocalLog:
         segment.size = offset
         if key is not None:
             self._remember(key, ids[0])
-        self.appended.set()
         return ids
 
     def read(self, after_seq: int, count: int) -> list[LogEntry]:
         """Records with seq > after_seq, at most ``count``."""
+        with self.lock:
+            return self._read(after_seq, count)
+
+    def _read(self, after_seq: int, count: int) -> list[LogEntry]:
         seq = max(after_seq + 1, self.segments[0].first_seq)
         out: list[LogEntry] = []
         position = bisect.bisect_right([s.first_seq for s in self.segments], seq) - 1
@@ -206,13 +230,33 @@ class LocalLog:
 
     def trim(self, keep_from_seq: int) -> None:
         """Delete whole segments whose records are all < keep_from_seq."""
+        with self.lock:
+            self._trim(keep_from_seq)
+
+    def _trim(self, keep_from_seq: int) -> None:
         while len(self.segments) > 1 and self.segments[1].first_seq <= keep_from_seq:
             self.segments.pop(0).path.unlink(missing_ok=True)
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        with self.lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+
+    async def run(self, size: int, method, *args):
+        """``method`` (an unlocked ``_append`` / ``_read`` ...) under the lock: on the event
+        loop when ``size`` bytes are few and the lock is free, else on a background thread."""
+        if size <= _INLINE_BYTES and self.lock.acquire(blocking=False):
+            try:
+                return method(*args)
+            finally:
+                self.lock.release()
+
+        def locked():
+            with self.lock:
+                return method(*args)
+
+        return await in_background(locked)
 
 
 def _fields(payload: bytes) -> dict:
@@ -226,6 +270,14 @@ def _fields(payload: bytes) -> dict:
         return {b"fmt": b"bin", b"names": payload[start:start + length],
                 b"data": payload[start + length:]}
     return {b"fmt": _FORMAT_NAMES.get(payload[:1], b"libsvm"), b"data": payload[1:]}
+
+
+def _records(entries: list[dict[bytes, bytes]]) -> list[tuple]:
+    return [(e.get(b"fmt", b"bin"), e[b"data"], e.get(b"names")) for e in entries]
+
+
+def _record_bytes(entries: list[dict[bytes, bytes]]) -> int:
+    return sum(len(e[b"data"]) + len(e.get(b"names") or b"") for e in entries)
 
 
 class _LocalReader(LogReader):
@@ -244,7 +296,7 @@ class _LocalReader(LogReader):
                     await asyncio.wait_for(self.log.appended.wait(), block_ms / 1000)
                 except TimeoutError:
                     return []
-        entries = self.log.read(self.position, count)
+        entries = await self.log.run(1 << 62, self.log._read, self.position, count)
         if entries:
             self.position = int(entries[-1].id)
         return entries
@@ -339,29 +391,29 @@ class LocalStorage(Storage):
 
     async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
         log = self._log(model)
-        return log.append([(e.get(b"fmt", b"bin"), e[b"data"], e.get(b"names"))
-                           for e in entries])
+        ids = await log.run(_record_bytes(entries), log._append, _records(entries))
+        log.appended.set()
+        return ids
 
     async def append_once(self, model: str, entries: list[dict[bytes, bytes]], key: str,
                           retention_seconds: float) -> tuple[list[str], bool]:
         log = self._log(model)
-        raw = key.encode()
-        known = log.keys.get(raw)
-        if known is not None:
-            return [known], True
-        ids = log.append([(e.get(b"fmt", b"bin"), e[b"data"], e.get(b"names"))
-                          for e in entries], key=raw)
-        return ids, False
+        ids, repeat = await log.run(_record_bytes(entries), log._append_once,
+                                    _records(entries), key.encode())
+        log.appended.set()
+        return ids, repeat
 
     async def log_end(self, model: str) -> str | None:
         last = self._log(model).last_seq
         return str(last) if last > 0 else None
 
     async def read_range(self, model: str, after_id: str | None, count: int) -> list[LogEntry]:
-        return self._log(model).read(int(after_id) if after_id else 0, count)
+        log = self._log(model)
+        return await log.run(1 << 62, log._read, int(after_id) if after_id else 0, count)
 
     async def trim(self, model: str, keep_from_id: str) -> None:
-        self._log(model).trim(int(keep_from_id))
+        log = self._log(model)
+        await log.run(0, log._trim, int(keep_from_id))
 
     def reader(self, model: str, consumer: str) -> LogReader:
         return _LocalReader(self._log(model))

@@ -242,3 +242,101 @@ def test_readyz_says_when_a_model_is_not_folded(redis_url, make_settings, backen
             time.sleep(0.05)
     assert connection.get(wire.heartbeat_key("m")) is None  # released on a clean stop
     connection.close()
+
+
+def test_an_unexpected_error_answers_a_problem_and_closes_the_connection(make_settings):
+    """Starlette re-raises the error after the 500 is sent and uvicorn then closes the
+    connection: the answer says so, or a keep-alive client's next request is reset."""
+
+    async def boom():
+        raise RuntimeError("an internal detail")
+
+    app = create_app(make_settings())
+    app.add_api_route("/boom", boom)
+    with TestClient(app, raise_server_exceptions=False) as plain:
+        response = plain.get("/boom")
+    assert response.status_code == 500
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert response.headers["connection"] == "close"
+    assert "internal detail" not in response.text
+
+
+def test_a_body_that_is_not_utf8_is_a_problem_naming_the_body(client):
+    for path in ("/v1/models", "/v1/models/m/feedback"):
+        response = client.post(path, content=b'{"name": "\xff\xfe"}',
+                               headers={"content-type": "application/json"})
+        assert response.status_code == 400, response.text
+        problem = response.json()
+        assert problem["title"] == "Malformed request body"
+        assert problem["errors"][0]["field"] == "body"
+        assert "UnicodeDecodeError" in problem["detail"]
+
+
+@pytest.mark.redis
+def test_a_deleted_model_is_not_brought_back_by_a_refresh_under_way(redis_url, make_settings,
+                                                                     backend):
+    """The refresh that follows other processes read the stored models just before a
+    delete and hosts what it read just after: the deleted model must not come back."""
+    if backend != "redis":
+        pytest.skip("models are refreshed from the shared backend only")
+    import asyncio
+
+    with TestClient(create_app(make_settings())) as client:
+        create(client, "gone", algorithm="pet", budget=3, n_features=10)
+        manager = client.app.state.manager
+        storage = manager.storage
+        original = storage.load_models
+
+        async def scenario() -> list[bool]:
+            read, gate, iterations = asyncio.Event(), asyncio.Event(), []
+
+            async def gated():
+                stored = await original()
+                iterations.append("gone" in manager.hosts)
+                read.set()
+                if len(iterations) == 1:
+                    await gate.wait()  # the refresh holds what it read across the delete
+                return stored
+
+            storage.load_models = gated
+            try:
+                await asyncio.wait_for(read.wait(), 30)  # the refresh loop read them
+                deleting = asyncio.create_task(manager.delete("gone"))
+                await asyncio.wait({deleting}, timeout=1.0)  # as far as it gets meanwhile
+                gate.set()
+                await deleting
+                read.clear()
+                await asyncio.wait_for(read.wait(), 30)  # the refresh's next round began
+            finally:
+                storage.load_models = original
+            return iterations
+
+        iterations = client.portal.call(scenario)
+        assert iterations[-1] is False  # not hosted again after its delete
+        assert client.get("/v1/models/gone").status_code == 404
+
+
+@pytest.mark.redis
+def test_a_restore_sent_to_a_process_that_does_not_fold_the_model_says_retry_elsewhere(
+        redis_url, make_settings, backend):
+    """With several API processes only the one folding a model can restore it: the others
+    answer 503 and close the connection, so that the client's retry (a new connection) may
+    reach the folding process instead of the same one again."""
+    if backend != "redis":
+        pytest.skip("several processes share a model only on Redis")
+    settings = make_settings()
+    with TestClient(create_app(settings)) as first:
+        create(first, "m", algorithm="pet", budget=3, n_features=10)
+        deadline = time.monotonic() + 30
+        while not first.get("/v1/models/m").json()["owner"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        blob = first.get("/v1/models/m/snapshot").content
+        with TestClient(create_app(settings)) as second:
+            assert second.get("/v1/models/m").json()["owner"] is False
+            response = second.put("/v1/models/m/snapshot", content=blob)
+            assert response.status_code == 503, response.text
+            assert response.headers["connection"] == "close"
+            assert response.headers["retry-after"] == "1"
+            assert response.headers["content-type"].startswith("application/problem+json")
+        assert first.put("/v1/models/m/snapshot", content=blob).status_code == 200

@@ -161,3 +161,40 @@ def test_pending_journal_matches_a_dict_through_reopens_and_compactions(tmp_path
         expected = item[1] if item is not None and item[0] >= clock[0] else None
         assert journal.pop("m", key) == expected
     journal.close()
+
+
+def test_concurrent_appends_big_and_small_keep_order_and_content(tmp_path):
+    """Appends of a few bytes (on the event loop) and of MBs (on background threads) at
+    once: consecutive ids in the order the appends took the lock, every record intact, a
+    repeated idempotency key answered once, and a reader that follows along sees them all."""
+    async def scenario():
+        storage = LocalStorage(tmp_path, segment_bytes=3 << 20)
+        await storage.open()
+        await storage.save_model("m", b"{}", create=True)
+        sizes = [10, 2 << 20, 100, 300_000, 5, 1 << 20, 70_000, 1] * 4
+        payloads = [bytes([k % 251]) * size for k, size in enumerate(sizes)]
+        reader = storage.reader("m", "c")
+        await reader.start(None)
+        seen = []
+
+        async def follow():
+            while len(seen) < len(payloads) - 1:  # (the last one repeats a key)
+                seen.extend(await reader.read(5, 50))
+
+        following = asyncio.ensure_future(follow())
+        results = await asyncio.gather(
+            *[storage.append("m", [{b"fmt": b"bin", b"data": p}]) for p in payloads[:-2]],
+            storage.append_once("m", [{b"fmt": b"bin", b"data": payloads[-2]}], "k", 60),
+            storage.append_once("m", [{b"fmt": b"bin", b"data": payloads[-1]}], "k", 60))
+        await asyncio.wait_for(following, 30)
+        (once, first_repeat), (again, second_repeat) = results[-2:]
+        assert once == again and first_repeat != second_repeat  # one of them appended
+        kept = payloads[-1] if first_repeat else payloads[-2]
+        ids = [r[0] for r in results[:-2]] + once
+        assert sorted(int(i) for i in ids) == list(range(1, len(payloads)))
+        by_id = dict(zip(ids, [*payloads[:-2], kept], strict=True))
+        assert [e.id for e in seen] == [str(k) for k in range(1, len(payloads))]
+        assert all(e.fields[b"data"] == by_id[e.id] for e in seen)
+        await storage.close()
+
+    asyncio.run(scenario())

@@ -44,3 +44,43 @@ def test_a_405_lists_every_method_of_the_path(client):
     allowed = {m.strip() for m in response.headers["allow"].split(",")}
     assert {"GET", "DELETE"} <= allowed
     assert response.headers["content-type"].startswith("application/problem+json")
+
+
+def test_what_the_fuzzer_found_the_document_did_not_say(tmp_path):
+    """/metrics is text, /readyz may answer 503, PUT /snapshot takes a body, /predict answers
+    a batch model's shape too, and a null feature space counts as absent (as the API
+    reads it)."""
+    import jsonschema_rs
+
+    document = spec(tmp_path)
+    paths = document["paths"]
+    assert set(paths["/metrics"]["get"]["responses"]["200"]["content"]) == {"text/plain"}
+    assert "503" in paths["/readyz"]["get"]["responses"]
+    assert paths["/v1/models/{model}/snapshot"]["put"]["requestBody"]["required"]
+    answers = paths["/v1/models/{model}/predict"]["post"]["responses"]["200"]["content"]
+    predict = jsonschema_rs.validator_for(answers["application/json"]["schema"])
+    assert predict.is_valid({"model": "m", "log_position": "3", "scores": [0.5],
+                             "labels": [1], "prediction_ids": None})
+    assert predict.is_valid({"model": "b", "version": 2, "predictions": [1.5],
+                             "groups_used": ["g"], "cost": 1.0, "next_group": None})
+    create = jsonschema_rs.validator_for({**document,
+                                          "$ref": "#/components/schemas/ModelCreate"})
+    assert create.is_valid({"name": "x", "algorithm": "ogd", "n_features": 3, "groups": None})
+    assert not create.is_valid({"name": "x", "algorithm": "ogd", "groups": None})
+    assert not create.is_valid({"name": "x", "algorithm": "ogd", "n_features": 3,
+                                "hash_bits": 4})
+
+
+def test_links_lead_from_a_created_model_to_its_calls(tmp_path):
+    paths = spec(tmp_path)["paths"]
+    links = paths["/v1/models"]["post"]["responses"]["201"]["links"]
+    assert links["PostExamples"]["operationRef"] == "#/paths/~1v1~1models~1{model}~1examples/post"
+    assert links["Predict"]["parameters"] == {"model": "$response.body#/name"}
+    feedback = paths["/v1/models/{model}/predict"]["post"]["responses"]["200"]["links"]
+    assert feedback["Feedback"]["requestBody"]["prediction_id"] == \
+        "$response.body#/prediction_ids/0"
+    job = paths["/v1/models/{model}/retrain"]["post"]["responses"]["202"]["links"]["GetJob"]
+    assert job["parameters"]["job_id"] == "$response.body#/id"
+    for link in [*links.values(), *feedback.values(), job]:  # every link names a real operation
+        _, _, path, method = link["operationRef"].split("/")
+        assert method in paths[path.replace("~1", "/").replace("~0", "~")]

@@ -245,8 +245,8 @@ def test_a_process_that_lost_its_lease_cannot_write_its_snapshot(redis_url, x1):
         wait_for(lambda: r.hget(wire.snapshot_key("m"), b"log_id"))
         before = r.hgetall(wire.snapshot_key("m"))
         r.set(wire.lease_key("m"), b"intruder", px=60000)  # a takeover this process missed
-        response = client.post("/v1/models/m/examples?wait=true",
-                               json={"examples": json_examples(X, y, 50, 100)})
+        response = client.post("/v1/models/m/examples",  # (never visible: no view is
+                               json={"examples": json_examples(X, y, 50, 100)})  # published)
         assert response.status_code == 202
         wait_for(lambda: client.get("/v1/models/m").json()["owner"] is False)
         assert r.hgetall(wire.snapshot_key("m")) == before
@@ -254,3 +254,36 @@ def test_a_process_that_lost_its_lease_cannot_write_its_snapshot(redis_url, x1):
         assert len(after) == 1  # the second batch: still there for the new owner to replay
         metrics = client.get("/metrics").text
         assert 'featurebudget_snapshots_refused_total{model="m"} 1.0' in metrics
+
+
+def test_a_retrying_producer_writes_each_batch_once(redis_url, x1):
+    """``StreamProducer.write_once``: a retried key appends nothing and answers the first
+    ids; the keys are the REST ``Idempotency-Key``'s; the model learns every batch once."""
+    X, y = x1
+    r = redis.Redis.from_url(redis_url)
+    with TestClient(create_app(settings(redis_url))) as client:
+        create(client)
+        producer = StreamProducer(redis_url, "m", batch_size=30, value_bytes=8)
+        batches = [(0, 50), (50, 80), (80, 140)]
+        first = {}
+        for attempt in range(3):  # every batch sent three times, as a retrying producer does
+            for number, (start, stop) in enumerate(batches):
+                part = X.row_slice(start, stop)
+                ids, repeated = producer.write_once(f"batch-{number}", part.indptr,
+                                                    part.indices, part.values, y[start:stop])
+                assert repeated == (attempt > 0)
+                first.setdefault(number, ids)
+                assert ids == first[number]
+        assert len(first[0]) == 2 and len(first[2]) == 2  # 30 rows per entry
+        assert r.xlen(wire.log_key("m")) == 5
+        again = client.post("/v1/models/m/examples", json={"examples": json_examples(X, y, 0, 5)},
+                            headers={"idempotency-key": "batch-1"}).json()
+        assert again["repeated"] and again["log_ids"] == first[1]
+        wait_for(lambda: client.get("/v1/models/m").json()["examples_applied"] == 140)
+        with pytest.raises(ValueError):
+            producer.write_once("has space", X.indptr[:2], X.indices[:X.indptr[1]],
+                                X.values[:X.indptr[1]], y[:1])
+        served = loads_state(client.get("/v1/models/m/snapshot").content)
+    oracle = LEARNERS["sofs"](n_features=X.n_features, budget=20).partial_fit(
+        X.row_slice(0, 140), y[:140].astype(np.float64))
+    assert same_state(served, oracle.state_dict())

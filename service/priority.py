@@ -1,0 +1,62 @@
+"""Predictions first: the throughput work of a process runs at a lower CPU priority.
+
+Parsing example bodies and log entries, applying micro-batches, writing the embedded log
+and fitting batch models run on threads whose OS scheduling priority is lowered by
+``FEATUREBUDGET_BACKGROUND_NICE`` (Linux: per thread, ``setpriority`` on the thread id).
+The event loop, which answers predictions, keeps the normal priority: when a request
+arrives while ingestion keeps every core busy, the kernel's scheduler runs the loop first.
+The kernels release the GIL, and the interpreter's switch interval
+(``FEATUREBUDGET_GIL_SWITCH_INTERVAL_MS``) bounds how long the loop waits for it when a
+background thread is in Python code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_NICE = 10
+_POOL: ThreadPoolExecutor | None = None
+_LOCK = threading.Lock()
+
+
+def configure(nice: int, switch_interval_ms: float | None = None) -> None:
+    """Set the priority step of background threads (before the first one starts) and the
+    interpreter's GIL switch interval."""
+    global _NICE
+    _NICE = int(nice)
+    if switch_interval_ms:
+        sys.setswitchinterval(switch_interval_ms / 1000)
+
+
+def lower_priority() -> None:
+    """Thread initializer: this thread runs ``nice`` steps below the process."""
+    if _NICE <= 0:
+        return
+    with contextlib.suppress(OSError, AttributeError):  # not Linux, or not permitted
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + _NICE)
+
+
+def background_pool() -> ThreadPoolExecutor:
+    """The process's background threads (applying, appending, fitting; long fits must not
+    hold up the folds: at least 8)."""
+    global _POOL
+    with _LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max(8, 4 * (os.cpu_count() or 1)),
+                                       thread_name_prefix="featurebudget-background",
+                                       initializer=lower_priority)
+        return _POOL
+
+
+async def in_background(function, /, *args, **kwargs):
+    """``await asyncio.to_thread(...)`` on a background (lower-priority) thread."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(background_pool(),
+                                      functools.partial(function, *args, **kwargs))
