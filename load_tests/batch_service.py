@@ -44,9 +44,6 @@ import json
 import os
 import platform
 import re
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -59,6 +56,9 @@ import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import _servers  # noqa: E402
+from _servers import Child, wait_ready  # noqa: E402
 
 from algorithms.anytime import AnytimeLinearModel, SufficientStatistics  # noqa: E402
 from algorithms.sparse import CSRBatch  # noqa: E402
@@ -116,80 +116,16 @@ def percentile(values, q) -> float:
 
 
 # ---------------------------------------------------------------------------- processes
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def child_env(redis_url: str, data_dir: str) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("FEATUREBUDGET_") and k != "PROMETHEUS_MULTIPROC_DIR"}
-    env.update(FEATUREBUDGET_REDIS_URL=redis_url, FEATUREBUDGET_DATA_DIR=data_dir)
-    return env
-
-
-class Child:
-    """A service process with its output in a log file (shown when something fails)."""
-
-    def __init__(self, label: str, argv: list[str], env: dict, log_dir: str) -> None:
-        self.label = label
-        self.log_path = Path(log_dir) / f"{label}.log"
-        self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log,
-                                        stderr=subprocess.STDOUT)
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self) -> int | None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                print(f"{self.label}: no exit 30 s after SIGTERM, killing", file=sys.stderr)
-                self.process.kill()
-                self.process.wait(timeout=30)
-        self.log.close()
-        return self.process.returncode
+    return _servers.service_env(redis_url=redis_url, data_dir=data_dir)
 
 
 def start_api(port: int, env: dict, log_dir: str) -> Child:
-    if not port_free(port):
-        raise RuntimeError(f"port {port} is in use")
-    return Child(f"api-{port}", [sys.executable, "-m", "service.cli", "serve", "--port",
-                                 str(port), "--log-level", "warning"], env, log_dir)
+    return _servers.serve(port, env, log_dir)
 
 
 def start_worker(env: dict, log_dir: str) -> Child:
-    return Child("worker", [sys.executable, "-m", "service.cli", "worker", "--metrics-port",
-                            "0", "--log-level", "warning"], env, log_dir)
-
-
-def wait_ready(child: Child, url: str, timeout: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not child.alive():
-            raise RuntimeError(f"{child.label} exited ({child.process.returncode}):\n"
-                               f"{child.tail()}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{child.label} not ready within {timeout} s:\n{child.tail()}")
+    return _servers.worker(env, log_dir)
 
 
 def status_of(r, model: str) -> dict | None:

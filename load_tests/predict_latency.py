@@ -38,10 +38,14 @@ Scenarios, each ``--seconds`` long at ``--rate`` requests per second:
    caches: the cold generator then starts its draw over, as the answers show the new
    version).
 4. ``sofs idle``: one X1 example per request.
-5. ``sofs ingesting``: the same while another process posts 100-example libsvm bodies to
-   the SOFS model back to back.
-6. the floor: ``GET /healthz`` (a route that does no work) at the same rate, idle and while
-   the batch model ingests and retrains, i.e. what HTTP + the load generator cost here.
+5. ``sofs, ingesting``: the same during full-rate ingestion into the SOFS model: another
+   process posts 2,000-example bodies back to back (REST libsvm, REST binary FBX1) or, with
+   ``--backend redis``, XADDs 2,000-example binary entries to the model's stream as fast as
+   the fold applies them (at most 8 entries ahead). The row's ``background`` says how many
+   examples per second were acknowledged and applied meanwhile.
+6. the floor: ``GET /healthz`` (a route that does no work) at the same rate, idle, while
+   the batch model ingests and retrains, and during the REST libsvm ingestion, i.e. what
+   HTTP + the load generator cost here.
 
 Per scenario: requests sent, answered (200), errors (non-200 or exceptions), the achieved
 rate (answers per second from the first scheduled send to the last answer), p50 / p99 /
@@ -54,6 +58,7 @@ which other processes use under 0.35 cores, and for no other ``load_tests/`` or
 
     python load_tests/predict_latency.py                 # full: 10 s per scenario
     python load_tests/predict_latency.py --quick         # 3 s per scenario, less training
+    python load_tests/predict_latency.py --only online --backend redis --client raw
 
 Only loopback. Never imported by ``tests/``.
 """
@@ -73,7 +78,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -85,7 +89,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _servers import Child, serve, service_env, wait_ready  # noqa: E402
+
 PORT = 18820  # this test's range is 18820-18830
+REDIS_URL = "redis://127.0.0.1:6379/10"  # --backend redis (flushed at the start)
+INGEST_ROWS = 2000  # examples per body / stream entry of the online ingestion scenarios
 GROUP_SIZES = (4, 5, 6, 7, 8, 9, 10, 11, 12, 12, 8, 8)  # 100 features in 12 groups
 N_GROUPS = len(GROUP_SIZES)
 BATCH_MODEL, ONLINE_MODEL = "latency_anytime", "latency_sofs"
@@ -571,7 +579,50 @@ def feeder_main(spec_path: str, out_path: str) -> int:
            "retrain_errors": 0, "jobs": [], "error_samples": []}
     lock = threading.Lock()
 
+    def streamer() -> None:  # XADD binary entries back to back (the Redis stream)
+        import redis
+
+        from clients.stream import StreamProducer
+
+        client = redis.Redis.from_url(spec["redis_url"])
+        producer = StreamProducer(client, spec["model"], batch_size=spec["examples_per_body"],
+                                  pipeline_entries=1)
+        from service import wire
+        from service.storage import id_key
+
+        X, y = spec["stream_rows"]
+        n, k = X.n_rows, 0
+        applied_key = wire.applied_key(spec["model"])
+        while not stop.is_set() and time.monotonic() < deadline:
+            # full rate, as fast as the fold applies: at most `backlog` entries ahead of it
+            if len(producer.ids) >= spec["backlog"]:
+                applied = client.get(applied_key)
+                ahead = producer.ids[-spec["backlog"]]
+                if applied is None or id_key(applied) < id_key(ahead):
+                    time.sleep(0.002)
+                    continue
+            start = (k * spec["examples_per_body"]) % n
+            stop_row = min(n, start + spec["examples_per_body"])
+            part = X.row_slice(start, stop_row)
+            try:
+                producer.add_batch(part.indptr, part.indices, part.values, y[start:stop_row])
+                producer.flush()
+                ok = True
+            except redis.RedisError as exc:
+                ok = False
+                if len(out["error_samples"]) < 5:
+                    out["error_samples"].append(f"{type(exc).__name__}: {exc}")
+            with lock:
+                out["posts"] += 1
+                out["post_errors"] += not ok
+                out["examples"] += (stop_row - start) if ok else 0
+            k += 1
+        producer.ids.clear()
+        client.close()
+
     def poster() -> None:
+        if spec.get("stream_rows") is not None:
+            return streamer()
         bodies = spec["bodies"]
         with httpx.Client(base_url=spec["url"], timeout=60) as client:
             k = 0
@@ -635,16 +686,6 @@ def feeder_main(spec_path: str, out_path: str) -> int:
 
 
 # ============================================================================ harness
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def cpu_seconds(pid: int) -> float:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -682,57 +723,13 @@ def thread_delta(before: dict, after: dict, span: float) -> dict[str, float]:
     return {k: round(v, 3) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v > 0}
 
 
-class Server:
-    def __init__(self, data_dir: str, log_dir: str) -> None:
-        import httpx
-
-        if not port_free(PORT):
-            raise RuntimeError(f"port {PORT} is in use")
-        self.url = f"http://127.0.0.1:{PORT}"
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("FEATUREBUDGET_") and k != "PROMETHEUS_MULTIPROC_DIR"}
-        env["FEATUREBUDGET_DATA_DIR"] = data_dir  # embedded backend: no FEATUREBUDGET_REDIS_URL
-        self.log_path = Path(log_dir) / "serve.log"
-        self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port",
-             str(PORT), "--log-level", "warning"], cwd=ROOT, env=env, stdout=self.log,
-            stderr=subprocess.STDOUT)
-        started = time.monotonic()
-        deadline = started + 240
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"serve exited ({self.process.returncode}):\n{self.tail()}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    self.startup_seconds = time.monotonic() - started
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"serve not ready within 240 s:\n{self.tail()}")
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self) -> int | None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                print("serve: no exit 30 s after SIGTERM, killing", file=sys.stderr)
-                self.process.kill()
-                self.process.wait(timeout=30)
-        self.log.close()
-        return self.process.returncode
+def start_server(data_dir: str, log_dir: str, redis_url: str | None = None) -> Child:
+    """``featurebudget serve`` on PORT, embedded backend in ``data_dir`` (or on
+    ``redis_url``), once ready (``startup_seconds``: how long that took)."""
+    env = service_env(redis_url=redis_url, data_dir=data_dir, batch_worker="true")
+    server = serve(PORT, env, log_dir, label="serve")
+    server.startup_seconds = wait_ready(server, timeout=240)
+    return server
 
 
 def run_role(role: str, spec: dict, work: Path, label: str, timeout: float
@@ -778,6 +775,24 @@ def stop_process(process: subprocess.Popen, label: str) -> dict | None:
             return pickle.load(fh)
     except OSError:
         return None
+
+
+def applied_examples(client, model: str) -> int | None:
+    """The model's examples applied, as its inspect says."""
+    try:
+        return int(client.get(f"/v1/models/{model}", params={"features": "false"}
+                              ).json()["examples_applied"])
+    except Exception:  # noqa: BLE001 - reported as missing
+        return None
+
+
+def encode_bin(X, y, start: int, stop: int) -> bytes:
+    """Rows ``start:stop`` as one FBX1 body (float32 values, as StreamProducer writes)."""
+    from service import wire
+
+    part = X.row_slice(start, stop)
+    return wire.encode_batch(part.indptr, part.indices, part.values, y[start:stop],
+                             value_bytes=4)
 
 
 def predict_histogram(client, model: str) -> dict:
@@ -1001,6 +1016,12 @@ def main(argv=None) -> int:
     parser.add_argument("--quiet-wait", type=float, default=120.0,
                         help="before each scenario wait up to this many seconds for a second "
                         "in which other processes use under 0.35 cores")
+    parser.add_argument("--only", choices=("all", "online"), default="all",
+                        help="online: only the SOFS scenarios (idle, and while ingesting "
+                        f"{INGEST_ROWS}-example bodies at full rate)")
+    parser.add_argument("--backend", choices=("local", "redis"), default="local",
+                        help=f"redis: the service on {REDIS_URL}, and an ingestion scenario "
+                        "over the binary stream")
     parser.add_argument("--role", choices=("generator", "feeder"), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -1038,10 +1059,18 @@ def main(argv=None) -> int:
     yo = np.asarray(yo).astype(int)
     online_train = [libsvm_body(Xo, yo, k, min(k + 1000, n_online_train))
                     for k in range(0, n_online_train, 1000)]
-    online_stream = [libsvm_body(Xo, yo, k, k + 100)
-                     for k in range(n_online_train, n_online_train + 2000, 100)]
+    online_stream = [libsvm_body(Xo, yo, k, k + INGEST_ROWS)  # full-rate ingestion bodies
+                     for k in range(0, n_online_train - INGEST_ROWS + 1, INGEST_ROWS)]
+    online_binary = [encode_bin(Xo, yo, k, k + INGEST_ROWS)
+                     for k in range(0, n_online_train - INGEST_ROWS + 1, INGEST_ROWS)]
+    stream_rows = (Xo.row_slice(0, n_online_train), yo[:n_online_train].copy())
     online_bodies = online_predict_bodies(Xo, n_online_train + 2000, n_online_train + 2200)
     del Xo
+    redis_url = REDIS_URL if args.backend == "redis" else None
+    if redis_url:
+        import redis
+
+        redis.Redis.from_url(redis_url).flushdb()
     pool_rng = random.Random(3)
     warm_pool = pool_rng.sample(range(1, 1 << N_GROUPS), WARM_POOL)
 
@@ -1061,14 +1090,14 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="fb-predict-latency-", dir="/tmp"))
     data_dir = work / "data"
     data_dir.mkdir()
-    server: Server | None = None
+    server: Child | None = None
     feeders: list[subprocess.Popen] = []
     generators: list[subprocess.Popen] = []
     client = None
     try:
         print("starting featurebudget serve (the first start compiles numba kernels, "
               "~30 s) ...", file=sys.stderr)
-        server = Server(str(data_dir), str(work))
+        server = start_server(str(data_dir), str(work), redis_url)
         results["startup_seconds"] = server.startup_seconds
         client = httpx.Client(base_url=server.url, timeout=120)
         for name in (BATCH_MODEL, ONLINE_MODEL):
@@ -1112,6 +1141,7 @@ def main(argv=None) -> int:
             print(f"{label} ... (machine busy with other work before: {others_before:.2f} "
                   "cores)", file=sys.stderr)
             hist0 = predict_histogram(client, histogram_model) if histogram_model else None
+            applied0 = applied_examples(client, feeder["model"]) if feeder else None
             feed = None
             if feeder is not None:
                 feed = run_role("feeder", {**feeder, "url": server.url,
@@ -1146,6 +1176,7 @@ def main(argv=None) -> int:
                 feed_out = stop_process(feed, f"feeder-{label}")
                 feeders.remove(feed)
             hist1 = predict_histogram(client, histogram_model) if histogram_model else None
+            applied1 = applied_examples(client, feeder["model"]) if feeder else None
             gen = parts[0] if len(parts) == 1 else merge(parts)
             row = summarize(label, gen, seconds)
             if len(parts) > 1:
@@ -1176,6 +1207,8 @@ def main(argv=None) -> int:
                 feed_out.pop("jobs", None)
                 feed_out["examples_per_s"] = feed_out["examples"] / feed_out["seconds"] \
                     if feed_out["seconds"] else math.nan
+                if applied0 is not None and applied1 is not None:  # learned meanwhile
+                    feed_out["applied_per_s"] = (applied1 - applied0) / elapsed
                 row["background"] = feed_out
             with open(work / f"raw-{re.sub(r'[^A-Za-z0-9]+', '_', label)}.json", "w") as fh:
                 json.dump({"label": label, "watched": parts[0]["watched"],
@@ -1195,8 +1228,12 @@ def main(argv=None) -> int:
                         "model": BATCH_MODEL, "retrain_every_s": RETRAIN_EVERY_S}
         online_feeder = {"path": f"/v1/models/{ONLINE_MODEL}/examples",
                          "content_type": "text/plain", "bodies": online_stream,
-                         "examples_per_body": 100, "max_posts": 100_000,
+                         "examples_per_body": INGEST_ROWS, "max_posts": 100_000,
                          "model": ONLINE_MODEL, "retrain_every_s": None}
+        binary_feeder = {**online_feeder, "content_type": "application/octet-stream",
+                         "bodies": online_binary}
+        stream_feeder = {**online_feeder, "bodies": None, "stream_rows": stream_rows,
+                         "redis_url": redis_url, "backlog": 8}
         warm_spec = {"mode": "pool", "path": batch_path, "pool": warm_pool,
                      "warm_masks": warm_pool, "fragments": fragments}
         cold_spec = {"mode": "cold", "path": batch_path, "fragments": fragments}
@@ -1222,9 +1259,17 @@ def main(argv=None) -> int:
              {"feeder": batch_feeder, "histogram_model": BATCH_MODEL}),
             ("healthz, ingest + retrain/2s (floor)", healthz, {"feeder": batch_feeder}),
             ("sofs idle", sofs_spec, {"histogram_model": ONLINE_MODEL}),
-            ("sofs, ingesting (libsvm)", sofs_spec,
+            ("sofs, ingesting REST libsvm", sofs_spec,
              {"feeder": online_feeder, "histogram_model": ONLINE_MODEL}),
+            ("sofs, ingesting REST binary", sofs_spec,
+             {"feeder": binary_feeder, "histogram_model": ONLINE_MODEL}),
+            ("healthz, ingesting REST libsvm (floor)", healthz, {"feeder": online_feeder}),
         ]
+        if redis_url:
+            plan.append(("sofs, ingesting binary stream", sofs_spec,
+                         {"feeder": stream_feeder, "histogram_model": ONLINE_MODEL}))
+        if args.only == "online":
+            plan = [p for p in plan if p[0].startswith(("sofs", "healthz, ingesting REST"))]
         for label, spec, options in plan:
             for kind in clients:
                 measure(label, spec, client_kind=kind, **options)
@@ -1311,7 +1356,9 @@ def print_table(res: dict) -> None:
                          f"{s['share_le_ms']['1']:.1%}, <=5 ms {s['share_le_ms']['5']:.1%}")
         if row.get("background"):
             b = row["background"]
-            extra.append(f"background {b['examples_per_s']:,.0f} examples/s, "
+            applied = b.get("applied_per_s")
+            extra.append(f"background {b['examples_per_s']:,.0f} examples/s acknowledged"
+                         + (f", {applied:,.0f}/s applied" if applied is not None else "") + ", "
                          f"{row['cpu_per_s'].get('feeder', math.nan):.2f} CPU/s "
                          f"({b['post_errors']} errors), retrains {b['retrains_posted']} "
                          f"posted / {b.get('jobs_succeeded', 0)} published")

@@ -27,9 +27,6 @@ import argparse
 import json
 import os
 import platform
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -43,6 +40,8 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _servers import Child, free_port, serve, service_env, wait_ready  # noqa: E402
+
 from algorithms.datasets.online_synthetic import make_x1  # noqa: E402
 from algorithms.online import LEARNERS  # noqa: E402
 from clients.stream import StreamProducer  # noqa: E402
@@ -51,12 +50,6 @@ from service.storage import id_key  # noqa: E402
 
 TARGETS = {"stream-binary": 0.50, "stream-libsvm": 0.20, "rest-libsvm": 0.20, "rest-json": 0.10,
            "rest-binary": None}  # no target in the issue: shows the cost of text parsing
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def libsvm_lines(X, y, start, stop) -> bytes:
@@ -78,29 +71,12 @@ def json_body(X, y, start, stop) -> bytes:
     return orjson.dumps({"examples": examples})
 
 
-class Server:
-    def __init__(self, redis_url: str | None, data_dir: str, workers: int = 1) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, FEATUREBUDGET_DATA_DIR=data_dir)
-        env.pop("FEATUREBUDGET_REDIS_URL", None)
-        if redis_url:
-            env["FEATUREBUDGET_REDIS_URL"] = redis_url
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
-             "--log-level", "warning", "--workers", str(workers)], cwd=ROOT, env=env)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("server did not start")
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=60)
+def start_server(redis_url: str | None, data_dir: str, workers: int = 1) -> Child:
+    """``featurebudget serve`` on a free port, output to this terminal, once ready."""
+    server = serve(free_port(), service_env(redis_url=redis_url, data_dir=data_dir,
+                                            clean=False), workers=workers)
+    wait_ready(server, timeout=120, poll=0.1)
+    return server
 
 
 def wait_applied(client: httpx.Client, model: str, last_id: str, timeout=600.0) -> float:
@@ -286,7 +262,7 @@ def main(argv=None) -> int:
     ceiling_raw = len(binary) * 100 / redis_ceiling(args.redis_url, binary, raw=True)
     results["redis_only_raw_reader_per_s"] = ceiling_raw
     data_dir = tempfile.mkdtemp(prefix="fb-load-")
-    server = Server(args.redis_url, data_dir, args.workers)
+    server = start_server(args.redis_url, data_dir, args.workers)
     try:
         with httpx.Client(base_url=server.url, timeout=120) as client:
             runs = {
@@ -340,7 +316,7 @@ def main(argv=None) -> int:
             results["predict"] = {"rate_per_s": args.predict_rate, "idle": idle, "busy": busy,
                                   "busy_examples_applied": applied_busy}
     finally:
-        server.stop()
+        server.stop(timeout=60)
         redis.Redis.from_url(args.redis_url).flushdb()
     rates_after = bare_rates()
     bare = float(np.median(rates_before + rates_after))
