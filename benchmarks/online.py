@@ -53,7 +53,7 @@ GRIDS = {   # the paper's hyperparameters, searched on a validation split per B
     "ogd": {"eta": [0.1, 1.0, 10.0, 100.0]},
     "arow": {"r": [0.01, 0.1, 1.0, 10.0, 100.0]},
 }
-LIBSOL = {  # the reference figures (LIBSOL, same X1 shape), for the README
+LIBSOL = {  # LIBSOL's figures on the same X1 shape, shown beside ours in docs/benchmarks.md
     "sofs": {50: 0.638, 200: 0.988, 400: 0.987, 800: 0.986},
     "fofs": {50: 0.724, 200: 0.875, 400: 0.914, 800: 0.941},
     "pet-hinge": {50: 0.729, 200: 0.884, 400: 0.950, 800: 0.969},
