@@ -21,7 +21,6 @@ from algorithms.online import LEARNERS
 from service import metrics, wire
 from service.batch.host import BatchHost
 from service.batch.models import BatchModels, validate_batch_spec
-from service.consumer import ModelFold
 from service.errors import (
     InputError,
     InsufficientStorageError,
@@ -31,10 +30,11 @@ from service.errors import (
     UnavailableError,
     WaitTimeoutError,
 )
+from service.fold import ModelFold
+from service.host import ModelHost, new_learner
 from service.ingest import ExampleBatch
 from service.placement import Membership
 from service.priority import in_background
-from service.registry import ModelHost, new_learner
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage, id_key
 from service.view import ViewFormatError

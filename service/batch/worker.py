@@ -2,7 +2,7 @@
 run retrain jobs, publish versions.
 
 A :class:`BatchFold` owns one model while it holds the model's lease (the lease of the
-online fold, :mod:`service.consumer`; always on the embedded backend). It
+online fold, :mod:`service.fold`; always on the embedded backend). It
 
 1. loads the model's snapshot (fold state + id of the last applied entry) and replays the
    log after that id through the consumer group, entries in log order, one
@@ -39,8 +39,8 @@ from service.batch.fit import FitError, fit
 from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
-from service.consumer import Lease, report_applied, save_fenced
 from service.errors import InputError
+from service.fold import Lease, report_applied, save_fenced
 from service.placement import Membership
 from service.priority import in_background
 from service.schemas import ModelSpec

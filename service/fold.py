@@ -33,12 +33,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from service import metrics
 from service.errors import InputError
+from service.host import ModelHost
 from service.ingest import ExampleBatch, parse_entry
 from service.priority import in_background, lower_priority
-from service.registry import ModelHost
 from service.storage import LogEntry, Storage, id_key
 
-log = logging.getLogger("featurebudget.consumer")
+log = logging.getLogger("featurebudget.fold")
 
 _PARSERS: ThreadPoolExecutor | None = None
 _PARSERS_LOCK = threading.Lock()

@@ -3,7 +3,7 @@
 A model is a fold over its log: ``state_n = learner.partial_fit(state_{n-1}, entry_n)``.
 The host applies micro-batches (in a worker thread, under ``lock``), records the id of the
 last applied entry with the state, and writes snapshots holding both. Only the
-:mod:`service.consumer` mutates a learner; routes append to the log.
+:mod:`service.fold` mutates a learner; routes append to the log.
 """
 
 from __future__ import annotations
