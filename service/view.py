@@ -66,11 +66,6 @@ class ServingView:
                          np.ascontiguousarray(self.indices, dtype="<i8").tobytes(),
                          np.ascontiguousarray(self.values, dtype="<f8").tobytes()))
 
-    @staticmethod
-    def nbytes(n_weights: int) -> int:
-        """About what a view of ``n_weights`` pairs takes on the wire."""
-        return 16 * int(n_weights) + 256
-
 
 def _count(header: dict, name: str) -> int:
     value = header.get(name)

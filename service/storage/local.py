@@ -243,10 +243,11 @@ class LocalLog:
                 self._handle.close()
                 self._handle = None
 
-    async def run(self, size: int, method, *args):
+    async def run(self, size: int | None, method, *args):
         """``method`` (an unlocked ``_append`` / ``_read`` ...) under the lock: on the event
-        loop when ``size`` bytes are few and the lock is free, else on a background thread."""
-        if size <= _INLINE_BYTES and self.lock.acquire(blocking=False):
+        loop when ``size`` bytes are few and the lock is free, else (and always for ``size``
+        None: reads, whose size is not known before) on a background thread."""
+        if size is not None and size <= _INLINE_BYTES and self.lock.acquire(blocking=False):
             try:
                 return method(*args)
             finally:
@@ -296,7 +297,7 @@ class _LocalReader(LogReader):
                     await asyncio.wait_for(self.log.appended.wait(), block_ms / 1000)
                 except TimeoutError:
                     return []
-        entries = await self.log.run(1 << 62, self.log._read, self.position, count)
+        entries = await self.log.run(None, self.log._read, self.position, count)
         if entries:
             self.position = int(entries[-1].id)
         return entries
@@ -409,7 +410,7 @@ class LocalStorage(Storage):
 
     async def read_range(self, model: str, after_id: str | None, count: int) -> list[LogEntry]:
         log = self._log(model)
-        return await log.run(1 << 62, log._read, int(after_id) if after_id else 0, count)
+        return await log.run(None, log._read, int(after_id) if after_id else 0, count)
 
     async def trim(self, model: str, keep_from_id: str) -> None:
         log = self._log(model)

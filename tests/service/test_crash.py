@@ -62,6 +62,20 @@ def wait_ready(url: str, process: subprocess.Popen, timeout: float = 120.0) -> N
     raise AssertionError("server did not become ready")
 
 
+def serve_on_redis(tmp_path: Path, redis_url: str, label: str,
+                   **settings: str) -> tuple[subprocess.Popen, str]:
+    """``featurebudget serve`` on a free loopback port and ``redis_url``, with more
+    ``FEATUREBUDGET_<NAME>`` settings; its output in ``tmp_path/label.log``."""
+    port = free_port()
+    env = dict(os.environ, FEATUREBUDGET_REDIS_URL=redis_url,
+               **{f"FEATUREBUDGET_{name.upper()}": value for name, value in settings.items()})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+         "--log-level", "warning"], cwd=ROOT, env=env,
+        stdout=open(tmp_path / f"{label}.log", "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
+    return process, f"http://127.0.0.1:{port}"
+
+
 _RUNNING: list[Server] = []
 
 

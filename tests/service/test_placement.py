@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import collections
 import itertools
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -25,7 +23,7 @@ from service import wire
 from service.ingest import parse_entry
 from service.placement import place
 from tests.service.conftest import same_state
-from tests.service.test_crash import ROOT, free_port, wait_ready
+from tests.service.test_crash import serve_on_redis, wait_ready
 
 
 def test_placement_is_balanced_deterministic_and_moves_few_models():
@@ -44,16 +42,9 @@ def test_placement_is_balanced_deterministic_and_moves_few_models():
 
 
 def _serve(tmp_path, redis_url: str, label: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = dict(os.environ, FEATUREBUDGET_REDIS_URL=redis_url, FEATUREBUDGET_LEASE_SECONDS="1.5",
-               FEATUREBUDGET_SNAPSHOT_EVERY_EXAMPLES="300",
-               FEATUREBUDGET_SNAPSHOT_EVERY_SECONDS="0.5", FEATUREBUDGET_TRIM_LOG="false",
-               FEATUREBUDGET_AUTOCLAIM_IDLE_MS="1")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
-         "--log-level", "warning"], cwd=ROOT, env=env,
-        stdout=open(tmp_path / f"{label}.log", "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
-    return process, f"http://127.0.0.1:{port}"
+    return serve_on_redis(tmp_path, redis_url, label, lease_seconds="1.5",
+                          snapshot_every_examples="300", snapshot_every_seconds="0.5",
+                          trim_log="false", autoclaim_idle_ms="1")
 
 
 def _owners(r, names: list[str]) -> dict[str, int | None]:

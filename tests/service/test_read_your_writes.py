@@ -4,10 +4,8 @@ serving view they answer from is checked on decode and scores like the learner."
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 
 import httpx
 import numpy as np
@@ -17,7 +15,7 @@ from algorithms.online import LEARNERS
 from algorithms.sparse import CSRBatch
 from service.view import ServingView, ViewFormatError, decode
 from tests.service.conftest import json_examples
-from tests.service.test_crash import ROOT, free_port, wait_ready
+from tests.service.test_crash import serve_on_redis, wait_ready
 
 
 def _view(indices, values, **extra) -> ServingView:
@@ -71,15 +69,8 @@ def test_view_round_trip_and_content_checks():
 
 
 def _serve(tmp_path, redis_url: str, name: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = dict(os.environ, FEATUREBUDGET_REDIS_URL=redis_url, FEATUREBUDGET_LEASE_SECONDS="3",
-               FEATUREBUDGET_SNAPSHOT_EVERY_SECONDS="3600",
-               FEATUREBUDGET_SNAPSHOT_EVERY_EXAMPLES="1000000")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
-         "--log-level", "warning"], cwd=ROOT, env=env,
-        stdout=open(tmp_path / f"{name}.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
-    return process, f"http://127.0.0.1:{port}"
+    return serve_on_redis(tmp_path, redis_url, name, lease_seconds="3",
+                          snapshot_every_seconds="3600", snapshot_every_examples="1000000")
 
 
 @pytest.mark.redis
