@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from algorithms.memory import check_fits
 from algorithms.serialization import dumps_state, loads_state
 from algorithms.sparse import CSRBatch
 from algorithms.states import envelope, open_envelope
@@ -38,6 +39,8 @@ class SufficientStatistics:
         if int(n_features) < 1:
             raise ValueError(f"n_features must be >= 1, got {n_features}")
         self.n_features = int(n_features)
+        check_fits(f"statistics over {self.n_features:,} features",
+                   8 * (self.n_features + 2) * self.n_features)
         self.n = 0
         self.mean_x = np.zeros(self.n_features)
         self.mean_y = 0.0

@@ -140,5 +140,5 @@ class AROW(OnlineLearner):
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         mean = self._coefficients[:, MEAN]
-        index = np.flatnonzero(mean).astype(np.int64)
+        index = np.nonzero(mean)[0]   # int64; flatnonzero would copy the view (8 d bytes)
         return index, mean[index]

@@ -8,8 +8,9 @@ here, once per batch, never in the kernels.
 
 Unlike the batch models (``algorithms.batch``: ``__init__`` stores, ``fit`` checks), a
 learner's constructor checks its arguments and allocates its whole state (at most
-``memory_bytes`` bytes): the state is the model, updated in place from the first
-``partial_fit`` on, and a learner that could not run must not exist.
+``memory_bytes`` bytes, refused with ``StateTooLargeError`` when more than the memory still
+available): the state is the model, updated in place from the first ``partial_fit`` on,
+and a learner that could not run must not exist.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from algorithms.memory import check_fits
 from algorithms.online._featuremap import map_bytes
 from algorithms.serialization import dumps_state, loads_state
 from algorithms.sparse import CSRBatch, as_csr_batch
@@ -68,6 +70,8 @@ class OnlineLearner:
                 raise ValueError(f"{self.name}: budget must be an integer >= 1, got {budget}")
         elif self.budget is not None and self.budget < 1:
             raise ValueError(f"{self.name}: budget must be >= 1 or None, got {budget}")
+        check_fits(f"{self.name} over {self.n_features:,} features",
+                   type(self).memory_bytes(n_features=self.n_features, budget=self.budget))
         self.n_examples_ = 0
         self.n_updates_ = 0
 

@@ -112,5 +112,5 @@ class OGD(OnlineLearner):
         check_finite("weights", self._weights, "weight")
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
-        index = np.flatnonzero(self._weights).astype(np.int64)
+        index = np.flatnonzero(self._weights)   # int64
         return index, self._weights[index]
