@@ -17,7 +17,16 @@ the same as the REST ``Idempotency-Key``'s (one check in Redis, atomic with the 
 
 On a Redis Cluster pass a ``redis+cluster://host:port[,host:port...]/`` URL (see
 :func:`redis_client`) or a ``redis.cluster.RedisCluster``: each command and script of a
-producer touches one model's keys, one slot (the ``{model}`` hash tag).
+producer touches one model's keys, one slot (the ``{model}`` hash tag). Behind Redis
+Sentinel pass ``redis+sentinel://host:port[,host:port...]/<master-name>[/<db>]``: every new
+connection asks the sentinels for the master, so a producer follows a failover.
+
+With ``min_replicas=k`` every write is followed by ``WAIT k`` on its connection (on a
+cluster, on the master of the model's slot) and raises :class:`NotReplicatedError` when
+fewer than k replicas confirmed it in ``wait_timeout_ms``: the entries reached the master
+and may or may not be kept (a failover before the replicas get them drops them). Retry
+such a batch with :meth:`StreamProducer.write_once` and the same key: it cannot be
+appended twice.
 """
 
 from __future__ import annotations
@@ -29,11 +38,34 @@ import numpy as np
 from service import wire
 
 
+class NotReplicatedError(RuntimeError):
+    """Fewer than ``min_replicas`` replicas confirmed a write in time. ``ids``: the entries
+    the master appended (or, for a repeated ``write_once`` key, the first write's);
+    ``confirmed``: how many replicas have them."""
+
+    def __init__(self, message: str, ids: list[str], confirmed: int) -> None:
+        super().__init__(message)
+        self.ids = ids
+        self.confirmed = confirmed
+
+
 def redis_client(url: str):
     """A blocking client for ``url``: ``redis.cluster.RedisCluster`` over the startup nodes
-    of a ``redis+cluster://`` (``rediss+cluster://``: TLS) URL, else ``redis.Redis``."""
+    of a ``redis+cluster://`` (``rediss+cluster://``: TLS) URL, the master of a
+    ``redis+sentinel://`` URL (found again through the sentinels after a failover), else
+    ``redis.Redis``."""
     import redis
 
+    sentinel = wire.sentinel_url(url)
+    if sentinel is not None:
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+        from redis.sentinel import Sentinel
+
+        manager = Sentinel(sentinel["sentinels"], sentinel_kwargs={
+            "socket_timeout": 2.0, "socket_connect_timeout": 2.0, "retry": Retry(NoBackoff(), 0)})
+        return manager.master_for(sentinel["master"], username=sentinel["username"],
+                                  password=sentinel["password"], db=sentinel["db"])
     cluster = wire.cluster_url(url)
     if cluster is None:
         return redis.Redis.from_url(url)
@@ -51,8 +83,10 @@ class StreamProducer:
 
     def __init__(self, redis_url_or_client, model: str, *, batch_size: int = 100,
                  value_bytes: int = 4, pipeline_entries: int = 32,
-                 targets: bool = False, idempotency_retention_seconds: float = 86_400.0
-                 ) -> None:
+                 targets: bool = False, idempotency_retention_seconds: float = 86_400.0,
+                 min_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
+        if min_replicas < 0 or wait_timeout_ms < 1:
+            raise ValueError("min_replicas must be >= 0 and wait_timeout_ms >= 1")
         if isinstance(redis_url_or_client, str):
             self.client = redis_client(redis_url_or_client)
         else:
@@ -65,6 +99,8 @@ class StreamProducer:
         self.value_bytes = value_bytes
         self.pipeline_entries = pipeline_entries
         self.targets = targets
+        self.min_replicas = int(min_replicas)
+        self.wait_timeout_ms = int(wait_timeout_ms)
         self._rows: list[tuple[np.ndarray, np.ndarray, float]] = []
         self._pending: list[bytes] = []
         self.ids: list[str] = []
@@ -100,14 +136,41 @@ class StreamProducer:
         args: list = [int(time.time() * 1000), max(1, int(self.retention_seconds * 1000)), key]
         for payload in payloads:
             args += [b"bin", payload, b""]
-        repeat, joined = self._append_once(
-            keys=[wire.idempotency_key(self.model), wire.idempotency_times_key(self.model),
-                  self.key], args=args)
+        keys = [wire.idempotency_key(self.model), wire.idempotency_times_key(self.model),
+                self.key]
+        if self.min_replicas:  # a repeat is confirmed too: it writes its key again
+            (repeat, joined), confirmed = self._confirmed(
+                lambda pipe: self._append_once(keys=keys, args=args, client=pipe))
+        else:
+            repeat, joined = self._append_once(keys=keys, args=args)
         joined = joined.decode() if isinstance(joined, bytes) else joined
         ids = joined.split(" ")
         if not repeat:
             self.ids.extend(ids)
+        if self.min_replicas:
+            self._check(ids, confirmed)
         return ids, bool(repeat)
+
+    def _confirmed(self, *writes) -> tuple:
+        """Each ``write(pipeline)`` and then ``WAIT`` in one pipeline on one connection of
+        the master that owns the model's stream -> (the writes' results..., replicas)."""
+        client = self.client
+        if hasattr(client, "get_node_from_key"):  # a cluster: that slot's master
+            client = client.get_node_from_key(self.key).redis_connection
+        pipe = client.pipeline(transaction=False)
+        for write in writes:
+            write(pipe)
+        pipe.execute_command("WAIT", self.min_replicas, self.wait_timeout_ms)
+        *results, confirmed = pipe.execute()
+        return (*results, int(confirmed))
+
+    def _check(self, ids: list[str], confirmed: int) -> None:
+        if confirmed < self.min_replicas:
+            raise NotReplicatedError(
+                f"{confirmed} of {self.min_replicas} Redis replicas confirmed entries "
+                f"{ids[0]}..{ids[-1]} of {self.key} within {self.wait_timeout_ms} ms: they "
+                "may or may not be kept (retry with write_once and the same key)", ids,
+                confirmed)
 
     def _encode(self, indptr, indices, values, labels) -> list[bytes]:
         indptr = np.asarray(indptr, dtype=np.int64)
@@ -140,18 +203,33 @@ class StreamProducer:
     def _write(self) -> None:
         if not self._pending:
             return
-        pipe = self.client.pipeline(transaction=False)
-        for payload in self._pending:
-            pipe.xadd(self.key, {b"fmt": b"bin", b"data": payload})
-        self.ids.extend(i.decode() if isinstance(i, bytes) else i for i in pipe.execute())
-        self._pending.clear()
+        if self.min_replicas:
+            *written, confirmed = self._confirmed(*(
+                lambda pipe, p=payload: pipe.xadd(self.key, {b"fmt": b"bin", b"data": p})
+                for payload in self._pending))
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for payload in self._pending:
+                pipe.xadd(self.key, {b"fmt": b"bin", b"data": payload})
+            written = pipe.execute()
+        ids = [i.decode() if isinstance(i, bytes) else i for i in written]
+        self.ids.extend(ids)
+        self._pending.clear()  # written: never twice (a retry would append them again)
+        if self.min_replicas:
+            self._check(ids, confirmed)
 
     def add_libsvm(self, text: bytes) -> str:
         """Write one libsvm-text entry (one or more lines) as is."""
         self.flush()
-        entry_id = self.client.xadd(self.key, {b"fmt": b"libsvm", b"data": text})
+        entry = {b"fmt": b"libsvm", b"data": text}
+        if self.min_replicas:
+            entry_id, confirmed = self._confirmed(lambda pipe: pipe.xadd(self.key, entry))
+        else:
+            entry_id = self.client.xadd(self.key, entry)
         entry_id = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         self.ids.append(entry_id)
+        if self.min_replicas:
+            self._check([entry_id], confirmed)
         return entry_id
 
     def flush(self) -> list[str]:

@@ -82,6 +82,16 @@ class NotOwnerError(UnavailableError):
     headers = {"Retry-After": "1", "Connection": "close"}
 
 
+class NotReplicatedError(UnavailableError):
+    """Fewer Redis replicas than ``FEATUREBUDGET_REDIS_MIN_REPLICAS`` confirmed a write in
+    time: it is not acknowledged, and may or may not be kept (the master has it; a failover
+    before the replicas get it drops it). A retry with the same ``Idempotency-Key`` cannot
+    append it twice."""
+
+    title = "Write not confirmed by the Redis replicas"
+    headers = {"Retry-After": "1"}
+
+
 class WaitTimeoutError(ServiceError):
     status = 504
     title = "Timed out waiting for the examples to be applied"

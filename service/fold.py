@@ -32,7 +32,7 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from service import metrics
-from service.errors import InputError
+from service.errors import InputError, NotReplicatedError
 from service.host import ModelHost
 from service.ingest import ExampleBatch, parse_entry
 from service.priority import in_background, lower_priority
@@ -91,8 +91,12 @@ class Lease:
                 if self.free_since is None or now - self.free_since < period / 2:
                     self.free_since = self.free_since or now
                     return False  # free, but give the placed process its turn first
+        # An owner only renews: if its lease lapsed (a pause longer than the lease), another
+        # process may have folded and released it meanwhile, so it must not take it back
+        # with its stale state; it reports the loss, and takes the lease anew (reloading
+        # the snapshot) at its next renewal.
         held = await self.storage.acquire_lease(self.model, self.process_id,
-                                                self.settings.lease_seconds)
+                                                self.settings.lease_seconds, renew_only=owner)
         self.last = now
         self.free_since = None
         if held:
@@ -175,12 +179,16 @@ class ModelFold:
                 await self._step()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # keep folding after transient storage errors
+            except Exception as exc:  # keep folding after transient storage errors
                 with contextlib.suppress(Exception):  # deleted meanwhile: end, and never
                     if self.host.name not in await self.storage.load_models():  # recreate
                         self.host.owner = False  # its stream
                         return
-                log.exception("fold of model %s failed; retrying", self.host.name)
+                if isinstance(exc, NotReplicatedError):  # expected while replicas are down
+                    log.warning("fold of model %s waits for Redis replicas: %s",
+                                self.host.name, exc)
+                else:
+                    log.exception("fold of model %s failed; retrying", self.host.name)
                 self._drop_prefetch()
                 self.reader = None  # re-position after the applied id: nothing is skipped
                 await asyncio.sleep(1.0)

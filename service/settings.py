@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -15,8 +15,18 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FEATUREBUDGET_", extra="ignore")
 
     redis_url: str | None = Field(
-        default=None, description="Redis URL (redis://host:6379/0), or a Redis Cluster's "
-        "redis+cluster://host:port[,host:port...]/; unset = embedded")
+        default=None, description="Redis URL (redis://host:6379/0), a Redis Cluster's "
+        "redis+cluster://host:port[,host:port...]/, or Redis Sentinels and the name of the "
+        "master they watch, redis+sentinel://host:port[,host:port...]/<master-name>[/<db>] "
+        "(the service follows a failover); unset = embedded")
+    redis_min_replicas: int = Field(
+        default=0, description="Redis: acknowledge a write (the 202 of POST /examples, a "
+        "created model, a prediction id...) only once `WAIT` confirms that this many replicas "
+        "have it (503 with Retry-After otherwise), and fold only entries that many replicas "
+        "have; 0 = acknowledged once in the master's memory, no WAIT")
+    redis_wait_timeout_ms: int = Field(
+        default=1000, ge=1, description="Redis: how long a write waits for "
+        "REDIS_MIN_REPLICAS replicas to confirm it before the 503")
     data_dir: Path = Field(default=Path("./data"), description="embedded backend directory")
     fsync: bool = Field(default=False, description="fsync the local log on every append")
     log_segment_bytes: int = 64 << 20
@@ -65,6 +75,24 @@ class Settings(BaseSettings):
     version_check_seconds: float = 1.0  # API processes re-read current versions this often
     metrics_host: str = Field(default="127.0.0.1", description="address `featurebudget "
                               "worker` serves its Prometheus metrics on (0.0.0.0: every one)")
+
+    @field_validator("redis_min_replicas")
+    @classmethod
+    def _min_replicas(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("FEATUREBUDGET_REDIS_MIN_REPLICAS is a number of Redis replicas "
+                             f"(0 = no WAIT), not {value}")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value:  # a malformed cluster or sentinel URL fails here, at startup
+            from service import wire
+
+            wire.cluster_url(value)
+            wire.sentinel_url(value)
+        return value
 
     def total_model_budget(self) -> int:
         if self.max_total_model_bytes is not None:

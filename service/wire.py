@@ -186,6 +186,51 @@ def cluster_url(url: str) -> dict | None:
             "ssl": CLUSTER_SCHEMES[scheme.lower()]}
 
 
+SENTINEL_SCHEMES = ("redis+sentinel",)
+SENTINEL_FORM = "redis+sentinel://[user:password@]host:port[,host:port...]/<master-name>[/<db>]"
+
+
+def sentinel_url(url: str) -> dict | None:
+    """``redis+sentinel://[user:password@]host:port[,host:port...]/<master-name>[/<db>]`` ->
+    ``{"sentinels": [(host, port), ...], "master", "db", "username", "password"}``: Redis
+    Sentinels and the name of the master they watch (the credentials are the master's; the
+    sentinels are reached without). None for any other URL. ValueError when a sentinel URL
+    is malformed (no sentinel, a port missing, no master name, a database that is no number,
+    options)."""
+    import urllib.parse
+
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme.lower().endswith("+sentinel"):
+        return None
+    if scheme.lower() not in SENTINEL_SCHEMES:
+        raise ValueError(f"unsupported Redis Sentinel scheme {scheme!r} (TLS is not supported); "
+                         f"use {SENTINEL_FORM}")
+    netloc, _, path = rest.partition("/")
+    path, _, query = path.partition("?")
+    if query:
+        raise ValueError(f"a Redis Sentinel URL has no options: {url!r}")
+    master, _, db = path.partition("/")
+    master = urllib.parse.unquote(master)
+    if not master:
+        raise ValueError(f"a Redis Sentinel URL names the master the sentinels watch: "
+                         f"{SENTINEL_FORM}, got {url!r}")
+    db = db.rstrip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"the database of a Redis Sentinel URL is a number: {url!r}")
+    userinfo, _, hosts = netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    sentinels = []
+    for item in hosts.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"a Redis Sentinel URL lists the sentinels as host:port pairs: "
+                             f"{SENTINEL_FORM}, got {url!r}")
+        sentinels.append((host.strip("[]"), int(port)))
+    return {"sentinels": sentinels, "master": master, "db": int(db or 0),
+            "username": urllib.parse.unquote(username) or None,
+            "password": urllib.parse.unquote(password) or None}
+
+
 MAX_NAMES = 100_000
 
 
@@ -193,6 +238,9 @@ MAX_NAMES = 100_000
 # (sorted set), the log. ARGV: now ms, retention ms, the key, then fmt, data, names ('' =
 # none) per entry. Keys older than the retention are dropped first (a hundred a call); a
 # repeat answers the first append's ids and appends nothing.
+# A repeat writes its key's value again (the same value): the call is then a write, so a
+# WAIT after it on the same connection confirms the first append too (Redis >= 7.2 ties
+# WAIT to the connection's last write).
 APPEND_ONCE_LUA = """
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1] - ARGV[2], 'LIMIT', 0, 100)
 for _, old in ipairs(expired) do
@@ -200,7 +248,10 @@ for _, old in ipairs(expired) do
   redis.call('ZREM', KEYS[2], old)
 end
 local known = redis.call('HGET', KEYS[1], ARGV[3])
-if known then return {1, known} end
+if known then
+  redis.call('HSET', KEYS[1], ARGV[3], known)
+  return {1, known}
+end
 local ids = {}
 for i = 4, #ARGV, 3 do
   local id

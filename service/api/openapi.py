@@ -27,7 +27,9 @@ _MEANINGS = {
     413: "body over FEATUREBUDGET_MAX_BODY_BYTES",
     415: "unsupported content type",
     422: "invalid input, naming the item / line and field",
-    503: "storage unavailable (retry after Retry-After), or the model is out of service",
+    503: "storage unavailable, or fewer Redis replicas than FEATUREBUDGET_REDIS_MIN_REPLICAS "
+         "confirmed the write (it may or may not be kept): retry after Retry-After with the "
+         "same Idempotency-Key; or the model is out of service",
     504: "the examples were not applied within the wait timeout (they are in the log)",
     507: "over the process's model memory budget",
 }

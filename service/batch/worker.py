@@ -39,7 +39,7 @@ from service.batch.fit import FitError, fit
 from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
-from service.errors import InputError
+from service.errors import InputError, NotReplicatedError
 from service.fold import Lease, report_applied, save_fenced
 from service.placement import Membership
 from service.priority import in_background
@@ -121,10 +121,14 @@ class BatchFold:
                 await self._step()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # keep folding after transient storage errors
+            except Exception as exc:  # keep folding after transient storage errors
                 if await self._deleted():
                     return
-                log.exception("batch fold of model %s failed; retrying", self.name)
+                if isinstance(exc, NotReplicatedError):  # expected while replicas are down
+                    log.warning("batch fold of model %s waits for Redis replicas: %s",
+                                self.name, exc)
+                else:
+                    log.exception("batch fold of model %s failed; retrying", self.name)
                 self.reader = None
                 await asyncio.sleep(1.0)
 

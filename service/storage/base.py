@@ -128,7 +128,10 @@ class Storage(abc.ABC):
     async def pop_pending(self, model: str, prediction_id: str) -> bytes | None: ...
 
     # ownership (one process folds a model's log at a time)
-    async def acquire_lease(self, model: str, owner: str, ttl_seconds: float) -> bool:
+    async def acquire_lease(self, model: str, owner: str, ttl_seconds: float, *,
+                            renew_only: bool = False) -> bool:
+        """Renew ``owner``'s lease, or take a free one (not with ``renew_only``: an owner
+        whose lease lapsed must reload the snapshot before it folds again)."""
         return True
 
     async def release_lease(self, model: str, owner: str) -> None:  # noqa: B027

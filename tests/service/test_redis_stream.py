@@ -204,6 +204,34 @@ def test_big_entries_few_per_read_and_big_garbage_dead_lettered(redis_url, x1):
     assert same_state(state, oracle.state_dict())
 
 
+def test_an_owner_whose_lease_lapsed_does_not_take_it_back_with_its_stale_state(redis_url):
+    """Paused longer than its lease while another process took the model, folded and released
+    it, an owner must not re-take the free lease as if it had held it all along: it reports
+    the loss, and takes the lease anew (the fold then reloads the snapshot)."""
+    from types import SimpleNamespace
+
+    from service.fold import Lease
+
+    async def scenario():
+        storage = RedisStorage(redis_url)
+        await storage.open()
+        try:
+            lease = Lease(storage, SimpleNamespace(lease_seconds=0.05), "m", "paused")
+            assert await lease.renew(owner=False)
+            await asyncio.sleep(0.1)   # paused: the lease lapses
+            assert await storage.acquire_lease("m", "other", 10.0)   # another folds it
+            await storage.release_lease("m", "other")                # and hands it back
+            assert not await lease.renew(owner=True)    # lost meanwhile: not re-taken
+            assert await storage.lease_holder("m") is None
+            assert await lease.renew(owner=False)       # taken anew, as a new owner
+            assert await storage.lease_holder("m") == "paused"
+            assert await lease.renew(owner=True)        # and renewed from then on
+        finally:
+            await storage.close()
+
+    asyncio.run(scenario())
+
+
 def test_snapshot_writes_are_fenced_by_the_lease_and_never_go_back(redis_url):
     """A stale owner (lease expired, another process took over) cannot overwrite the newer
     snapshot, and nobody can replace a snapshot with one that includes fewer entries."""
