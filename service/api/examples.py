@@ -117,7 +117,7 @@ async def predict(model: str, request: Request, manager: Manager,
     if not isinstance(with_ids, bool):
         raise item_error("must be true or false", field="return_prediction_ids")
     if with_ids:  # an id is only good for feedback, which writes
-        require_write(request)
+        await require_write(request)
     batch = parse_json_examples(document["examples"], host.n_features, host.hasher,
                                 require_labels=False)
     scores, ids = await manager.predict(host, batch, with_ids)
