@@ -118,12 +118,12 @@ class ModelHost:
             for batch in batches:
                 if not len(batch):
                     continue
+                if batch.names:  # first: a describe between two kernel calls (it reads the
+                    self.remember_names(batch.names)  # live counters) names what it counts
                 scores = self._progressive_fit(batch)
                 predicted = np.where(scores >= 0.0, 1, -1)
                 n += len(batch)
                 correct += int(np.count_nonzero(predicted == batch.labels))
-                if batch.names:
-                    self.remember_names(batch.names)
             self.progressive_examples += n
             self.progressive_correct += correct
             self.examples_since_snapshot += n
@@ -233,10 +233,16 @@ class ModelHost:
                 names=top_names(indices, values, self.names, names_limit))
 
     def serving(self):
-        """What to answer from: the learner, or a newer published view (a process that
-        does not fold the model; see :mod:`service.view`)."""
+        """What to answer from: the learner, or a newer published view (see
+        :mod:`service.view`). A process that does not fold the model answers from the view
+        when it is at least as new; one that has just taken the fold over (from an older
+        snapshot, replaying the log after it) answers from the view it served before until
+        its learner has caught up, so its answers never go back in the log."""
         view = self.view
-        if view is not None and not self.owner and view.position >= id_key(self.applied_id):
+        if view is None:
+            return None
+        applied = id_key(self.applied_id)
+        if view.position > applied or (view.position == applied and not self.owner):
             return view
         return None
 

@@ -127,3 +127,35 @@ def test_every_process_answers_what_wait_true_acknowledged(tmp_path, redis_url, 
             process.send_signal(signal.SIGTERM)
         for process, _ in servers:
             process.wait(timeout=60)
+
+
+def test_a_new_owner_answers_from_the_newer_view_until_its_replay_catches_up():
+    """A process that served a model from the owner's view and then takes the fold over
+    from an older snapshot (here none) must not answer older than it did a moment before:
+    the view serves until the learner has replayed past it."""
+    from service.host import ModelHost
+    from service.ingest import ExampleBatch
+    from service.schemas import ModelSpec
+
+    spec = ModelSpec(name="m", algorithm="ogd", n_features=10)
+    rng = np.random.default_rng(0)
+    batches = [ExampleBatch(CSRBatch(np.array([0, 2]), np.array([1, 4], dtype=np.int32),
+                                     rng.normal(size=2), 10), np.array([1], dtype=np.int8),
+                            names={1: "w^a", 4: "w^b"}) for _ in range(3)]
+    owner = ModelHost(spec)
+    owner.apply_all(batches, "5-0")
+    view = owner.make_view(10)
+    taker = ModelHost(spec)
+    taker.view = view
+    before = taker.describe(features=True, limit=10, log_end="5-0")   # not the owner yet
+    taker.owner = True                                                 # took the fold over
+    during = taker.describe(features=True, limit=10, log_end="5-0")   # nothing replayed yet
+    assert before["examples_applied"] == during["examples_applied"] == 3
+    assert during["log_position"] == "5-0"
+    assert {f["name"] for f in during["selected_features"]} == {"w^a", "w^b"}
+    taker.apply_all(batches[:2], "4-0")                                # part of the replay
+    assert taker.describe(features=False, limit=10, log_end="5-0")["examples_applied"] == 3
+    taker.apply_all(batches[2:], "5-0")                                # caught up: its own
+    assert taker.serving() is None
+    caught_up = taker.describe(features=True, limit=10, log_end="5-0")
+    assert caught_up["examples_applied"] == 3 and caught_up["updates"] == before["updates"]
