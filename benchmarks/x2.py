@@ -48,6 +48,7 @@ from algorithms.datasets.online_synthetic import make_task, stream  # noqa: E402
 from algorithms.online import LEARNERS  # noqa: E402
 from algorithms.sparse import concat_batches  # noqa: E402
 from benchmarks._report import machine, table, write_json  # noqa: E402
+from benchmarks.online_peers import write_vw  # noqa: E402
 
 D, ROWS, INFORMATIVE, NOISE, BUDGET, CHUNK = 10**9, 10**6, 500, 500, 500, 10_000
 METHODS = {   # method -> (learner, fixed arguments)
@@ -217,17 +218,6 @@ def tune(method: str, d: int, rows: int, seed: int, chunk: int) -> dict:
         del learner
     best = max(scored, key=lambda s: s["valid_accuracy"])
     return {"method": method, "d": d, "rows": rows, "seed": seed, "grid": scored, **best}
-
-
-def write_vw(path: Path, X, y) -> None:
-    """Vowpal Wabbit's text format, one feature per dimension index, 7 significant digits."""
-    with open(path, "w") as out:
-        for i in range(X.n_rows):
-            lo, hi = X.indptr[i], X.indptr[i + 1]
-            names = X.indices[lo:hi].tolist()
-            values = X.values[lo:hi].tolist()
-            out.write(f"{int(y[i])} | " + " ".join(f"{j}:{v:.7g}" for j, v in
-                                                   zip(names, values, strict=True)) + "\n")
 
 
 def run_vw(d: int, rows: int, seed: int, chunk: int, bits: int) -> dict:

@@ -84,6 +84,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from _proc import cpu_seconds, machine_busy_seconds  # noqa: E402
+from _proc import run_role as run_async_role  # noqa: E402
 from _servers import Child, pick_port, serve, service_env, wait_ready  # noqa: E402
 
 REDIS_URL = "redis://127.0.0.1:6379/7"
@@ -93,7 +95,6 @@ SMALL_ROWS = 100  # examples per small entry
 BIG_D, BIG_BUDGET, BIG_ROWS = 20_000, 200, 500
 BIG_MODEL = "cap_big"
 SETTINGS = {"snapshot_every_examples": 20_000, "snapshot_every_seconds": 5}
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 STARTED = time.monotonic()
@@ -109,24 +110,6 @@ def small_name(i: int) -> str:
 
 
 # ============================================================================ /proc
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds of ``pid`` (and of its reaped children: none here)."""
-    if not pid:
-        return math.nan
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK
-    except (OSError, IndexError, ValueError):
-        return math.nan
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds the whole machine has been busy, all cores (/proc/stat)."""
-    with open("/proc/stat") as fh:
-        fields = [int(x) for x in fh.readline().split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / TICK
-
-
 def loadavg() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
@@ -371,19 +354,7 @@ async def _predict(spec: dict) -> dict:
 
 
 def predictor_main(spec_path: str, out_path: str) -> int:
-    with open(spec_path, "rb") as fh:
-        spec = pickle.load(fh)
-    try:
-        import uvloop
-
-        result = uvloop.run(_predict(spec))
-        result["loop"] = "uvloop"
-    except ImportError:
-        result = asyncio.run(_predict(spec))
-        result["loop"] = "asyncio"
-    with open(out_path, "wb") as fh:
-        pickle.dump(result, fh)
-    return 0
+    return run_async_role(_predict, spec_path, out_path)
 
 
 # ============================================================================ harness

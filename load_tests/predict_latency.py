@@ -89,6 +89,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _proc import TICK, cpu_seconds, machine_busy_seconds  # noqa: E402
+from _proc import run_role as run_async_role  # noqa: E402
 from _servers import Child, serve, service_env, wait_ready  # noqa: E402
 
 PORT = 18820  # this test's range is 18820-18830
@@ -103,7 +105,6 @@ COLD_SEGMENT_MAX = 1500  # requests per cold segment (a fresh version before eac
 RETRAIN_EVERY_S = 2.0
 TARGETS_MS = {"warm": 5.0, "cold": 10.0}  # p99 targets (idle)
 CONNECTIONS = 64
-TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 # ============================================================================ data
@@ -323,16 +324,6 @@ class HttpxPool:
         await self.client.aclose()
 
 
-def machine_busy_seconds() -> float:
-    """CPU seconds the whole machine has been busy (all cores; /proc/stat)."""
-    try:
-        with open("/proc/stat") as fh:
-            fields = [int(x) for x in fh.readline().split()[1:]]
-        return (sum(fields) - fields[3] - fields[4]) / TICK
-    except (OSError, ValueError, IndexError):
-        return math.nan
-
-
 async def _generate(spec: dict) -> dict:
     import orjson
 
@@ -549,19 +540,7 @@ async def _generate(spec: dict) -> dict:
 
 
 def generator_main(spec_path: str, out_path: str) -> int:
-    with open(spec_path, "rb") as fh:
-        spec = pickle.load(fh)
-    try:
-        import uvloop
-
-        result = uvloop.run(_generate(spec))
-        result["loop"] = "uvloop"
-    except ImportError:
-        result = asyncio.run(_generate(spec))
-        result["loop"] = "asyncio"
-    with open(out_path, "wb") as fh:
-        pickle.dump(result, fh)
-    return 0
+    return run_async_role(_generate, spec_path, out_path)
 
 
 # ============================================================================ feeder
@@ -686,14 +665,6 @@ def feeder_main(spec_path: str, out_path: str) -> int:
 
 
 # ============================================================================ harness
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK
-    except (OSError, IndexError, ValueError):
-        return math.nan
-
-
 def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
     """CPU seconds of each thread of ``pid``: tid -> (name, seconds)."""
     out = {}

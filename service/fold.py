@@ -111,6 +111,15 @@ class Lease:
         await self.storage.release_lease(self.model, self.process_id)
 
 
+def log_fold_failure(kind: str, model: str, exc: Exception) -> None:
+    """A fold's failed step, before it retries: a one-line warning while Redis replicas are
+    missing (expected, once a second), the traceback otherwise."""
+    if isinstance(exc, NotReplicatedError):
+        log.warning("%s of model %s waits for Redis replicas: %s", kind, model, exc)
+    else:
+        log.exception("%s of model %s failed; retrying", kind, model)
+
+
 async def save_fenced(storage: Storage, settings, model: str, blob: bytes,
                       log_id: str | None, process_id: str, started: float) -> bool:
     """Write a fold's snapshot with its log id, fenced by the lease, then trim the log below
@@ -184,11 +193,7 @@ class ModelFold:
                     if self.host.name not in await self.storage.load_models():  # recreate
                         self.host.owner = False  # its stream
                         return
-                if isinstance(exc, NotReplicatedError):  # expected while replicas are down
-                    log.warning("fold of model %s waits for Redis replicas: %s",
-                                self.host.name, exc)
-                else:
-                    log.exception("fold of model %s failed; retrying", self.host.name)
+                log_fold_failure("fold", self.host.name, exc)
                 self._drop_prefetch()
                 self.reader = None  # re-position after the applied id: nothing is skipped
                 await asyncio.sleep(1.0)

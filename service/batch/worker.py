@@ -39,8 +39,8 @@ from service.batch.fit import FitError, fit
 from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
-from service.errors import InputError, NotReplicatedError
-from service.fold import Lease, report_applied, save_fenced
+from service.errors import InputError
+from service.fold import Lease, log_fold_failure, report_applied, save_fenced
 from service.placement import Membership
 from service.priority import in_background
 from service.schemas import ModelSpec
@@ -124,11 +124,7 @@ class BatchFold:
             except Exception as exc:  # keep folding after transient storage errors
                 if await self._deleted():
                     return
-                if isinstance(exc, NotReplicatedError):  # expected while replicas are down
-                    log.warning("batch fold of model %s waits for Redis replicas: %s",
-                                self.name, exc)
-                else:
-                    log.exception("batch fold of model %s failed; retrying", self.name)
+                log_fold_failure("batch fold", self.name, exc)
                 self.reader = None
                 await asyncio.sleep(1.0)
 

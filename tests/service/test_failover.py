@@ -46,7 +46,11 @@ from service.storage.base import LogEntry
 from service.storage.redis import RedisStorage
 from tests.service.conftest import same_state
 from tests.service.test_crash import MODEL, oracle_state, serve_on_redis, wait_ready
-from tests.service.test_redis_cluster import cluster_url  # noqa: F401 (fixture)
+from tests.service.test_redis_cluster import (
+    _node,
+    _wait,
+    cluster_url,  # noqa: F401 (fixture)
+)
 
 MASTER, REPLICA, LONE = 18450, 18451, 18455
 SENTINELS = [18452, 18453, 18454]
@@ -56,22 +60,6 @@ BATCH = 40
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-
-def _node(port: int) -> redis.Redis:
-    return redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
-
-
-def _wait(condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except (redis.RedisError, OSError):
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Servers:
