@@ -86,10 +86,11 @@ def canonical_params(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def as_dense(X: Any) -> np.ndarray:
+def as_dense(X: Any, *, allow_nan: bool = False) -> np.ndarray:
     """``X`` (dense array-like, scipy sparse or :class:`CSRBatch`) as a new-or-same
-    C-ordered float64 2-D array, checked finite; ValueError otherwise (TypeError for what
-    is not a matrix at all)."""
+    C-ordered float64 2-D array, checked finite (``allow_nan``: NaN, a missing value, is
+    accepted, infinities are not); ValueError otherwise (TypeError for what is not a
+    matrix at all)."""
     if isinstance(X, CSRBatch):
         X = X.to_scipy()
     if sp.issparse(X):
@@ -101,7 +102,10 @@ def as_dense(X: Any) -> np.ndarray:
                         f"got {type(X).__name__}: {exc}") from exc
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
+    if allow_nan:
+        if np.any(np.isinf(X)):
+            raise ValueError("X contains infinite values")
+    elif not np.all(np.isfinite(X)):
         raise ValueError("X contains NaN or infinite values")
     return X
 
@@ -114,6 +118,7 @@ class BatchModel:
 
     kind: ClassVar[str] = ""
     format_version: ClassVar[int] = 1
+    allow_nan: ClassVar[bool] = False  # NaN in X is a missing value (else it is refused)
     _renamed: ClassVar[dict[str, str]] = {}              # old argument -> argument
     _renamed_attributes: ClassVar[dict[str, str]] = {}   # old fitted attribute -> attribute
 

@@ -8,7 +8,9 @@ bins). The code of a value is the number of edges strictly below it,
 
 Edges are midpoints between consecutive distinct values when a feature has at most
 ``max_bins`` of them, else midpoints between the distinct values that bracket the
-``k / max_bins`` quantiles. Fitting is O(d n log n); coding is O(d n log B).
+``k / max_bins`` quantiles; NaN (a missing value) is left out of the edges and coded
+``MISSING`` (255, never a bin: ``B_f <= 255`` bins use codes 0..254). Fitting is
+O(d n log n); coding is O(d n log B).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from __future__ import annotations
 import numpy as np
 
 MAX_BINS = 255
+MISSING = 255  # the code of a missing value (NaN, or a feature of an uncomputed group)
 
 
 def _feature_edges(column: np.ndarray, max_bins: int) -> np.ndarray:
-    """Edges of one feature (float64, length <= max_bins - 1)."""
+    """Edges of one feature (float64, length <= max_bins - 1); NaN is ignored."""
+    column = column[~np.isnan(column)]
     distinct = np.unique(column)
     if distinct.size <= 1:
         return np.empty(0, dtype=np.float64)
@@ -54,11 +58,13 @@ def fit_bin_edges(X: np.ndarray, max_bins: int = MAX_BINS) -> tuple[np.ndarray, 
 
 
 def apply_bins(X: np.ndarray, edges: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Codes ``uint8 (n, d)`` (C order) of ``X`` under the given edges. O(n d log B)."""
+    """Codes ``uint8 (n, d)`` (C order) of ``X`` under the given edges, ``MISSING`` for
+    NaN. O(n d log B)."""
     codes = np.empty(X.shape, dtype=np.uint8)
     for f in range(X.shape[1]):
         feature_edges = edges[offsets[f] : offsets[f + 1]]
         codes[:, f] = np.searchsorted(feature_edges, X[:, f], side="left")
+        codes[np.isnan(X[:, f]), f] = MISSING
     return codes
 
 

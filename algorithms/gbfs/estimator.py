@@ -50,6 +50,27 @@ feature of ``g`` is free for the rest of that tree and all later trees. Singleto
 While the ensemble has no feature yet the root split is taken even when ``score <= 0``, so
 ``mu -> inf`` gives the single most useful (cost-adjusted) feature, not a constant model.
 Early stopping (``n_estimators``) plays the paper's l1 term. Training: O(T (n d D + 2^D d B)).
+
+Budgeted answers (additions to the paper). A caller that has computed only the groups ``S``
+gets an answer from *every* tree (``uncomputed="missing"``, the default): the features of
+the other groups are missing values, and each split sends a missing value along a learned
+default direction (``_tree``: the missing rows are tried on both sides when the split is
+chosen, as in XGBoost's sparsity-aware split finding). So that every split learns where
+missing rows belong, training sees each row ``masked_copies`` more times with groups
+removed: copy ``k`` of row ``i`` drops each group independently with probability ``p_ik``,
+drawn uniformly in [0, 1) per copy and row (``mask_rate=None``; a number fixes it), so
+the sizes of the computed sets a copy imitates are spread evenly from none to all. The
+copies are fixed for the whole fit (each is an example with missing values, boosted like
+any other), the unmasked rows stay in, and the masks come from ``random_state`` (0 when
+None), so a fit is reproducible. The training cost grows by ``1 + masked_copies``.
+``uncomputed="prefix"`` is the paper's own anytime rule: the trees before the first one
+that splits on an uncomputed group (``masked_copies=0`` with it gives the paper's model).
+``feature_penalty="auto"`` (the default) sets ``mu = 0.002 sum_i g_i^2 / mean_g c_g`` over
+the (masked) training rows' initial gradients: a group of average cost must remove 0.4 %
+of the initial squared gradient at its first split, whatever n, the target's scale or the
+cost unit (chosen on ``benchmarks/budget_quality.py``; all costs zero: mu = 0).
+``next_group(S)`` (``"missing"``) is the group outside ``S`` with the largest training
+split gain per unit cost (``group_gain_``) that fits the budget.
 """
 
 from __future__ import annotations
@@ -68,11 +89,15 @@ from algorithms.states import envelope, open_envelope, renamed
 _PARAMS = ("loss", "n_estimators", "learning_rate", "max_depth", "feature_penalty",
            "max_bins", "min_samples_leaf", "min_split_hessian", "subsample", "leaf_values",
            "reg_lambda", "split_gain", "min_child_hessian", "random_state")
+_PARAMS_V2 = ("masked_copies", "mask_rate", "uncomputed")  # format version 2 on
 _LEAF_VALUES = ("newton", "mean")
 _SPLIT_GAINS = ("gradient", "newton")
+_UNCOMPUTED = ("missing", "prefix")
+AUTO_PENALTY = 0.002  # feature_penalty="auto": mu = AUTO_PENALTY sum g^2 / mean cost
 _ARRAYS = ("bin_edges_", "bin_offsets_", "tree_feature_", "tree_threshold_",
            "tree_split_value_", "tree_value_", "selected_features_",
            "feature_entry_iteration_", "train_loss_")
+_ARRAYS_V2 = ("tree_default_left_", "group_gain_")
 
 
 def _first_uses(tree_feature: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +150,12 @@ class GBFS(BatchModel):
     ``reg_lambda`` (L2 on leaf values, default 0 = the paper), ``split_gain`` ("gradient",
     the paper's Eq. 14, default | "newton", second-order gain), ``min_child_hessian``
     (children's ``sum l''`` floor, only with ``split_gain="newton"``, default 1e-3),
-    ``random_state`` (the rows each tree sees when ``subsample < 1``).
+    ``random_state`` (the rows each tree sees when ``subsample < 1``, and the masks),
+    ``masked_copies`` (masked copies of each training row, default 4; 0: none),
+    ``mask_rate`` (None: a uniform rate per copy and row; else the fixed probability that a
+    copy drops a group), ``uncomputed`` ("missing": every tree answers, uncomputed groups
+    follow the default directions | "prefix": the paper's prefix of trees); see the module
+    docstring. ``feature_penalty="auto"`` (default) scales mu with the data and costs.
 
     Input: dense arrays, scipy sparse matrices or ``CSRBatch``, converted to dense once.
     What a caller has computed is ``computed_groups`` (group ids; without
@@ -136,7 +166,9 @@ class GBFS(BatchModel):
     index where each entered), ``selected_groups_`` / ``group_entry_iteration_`` (the same
     for groups; without ``feature_groups`` group ``f`` is feature ``f``), ``base_score_``,
     ``tree_*_`` arrays of shape (T, 2^(D+1)-1),
-    ``train_loss_`` (T,), ``classes_`` (logistic).
+    ``train_loss_`` (T,, on the unmasked rows), ``classes_`` (logistic),
+    ``tree_default_left_`` (uint8, T x nodes: where a missing value goes),
+    ``group_gain_`` (training split gain per group), ``feature_penalty_`` (mu as used).
 
     Examples
     --------
@@ -148,19 +180,22 @@ class GBFS(BatchModel):
     [0]
     >>> model.predict(X[:3], computed_groups={0}).tolist(), y[:3].tolist()
     ([1, 1, 1], [1, 1, 1])
-    >>> model.predict(X[:3], computed_groups=set()).tolist()  # no tree: the base score
+    >>> model.predict(X[:3], computed_groups=set()).tolist()  # feature 0 missing everywhere
     [0, 0, 0]
-    >>> grouped = GBFS(feature_penalty=2.0, n_estimators=20, max_depth=2,
+    >>> grouped = GBFS(n_estimators=20, max_depth=2,
     ...                feature_groups=[[0, 1], [2]], group_costs=[3.0, 1.0]).fit(X, y)
     >>> grouped.next_group(set())
     0
     """
 
     kind = "gbfs"
+    format_version = 2
+    allow_nan = True
     _renamed = {"mu": "feature_penalty"}
 
     def __init__(self, *, loss: str = "logistic", n_estimators: int = 100,
-                 learning_rate: float = 0.1, max_depth: int = 4, feature_penalty: float = 0.0,
+                 learning_rate: float = 0.1, max_depth: int = 4,
+                 feature_penalty: float | str = "auto",
                  feature_costs: np.ndarray | None = None,
                  feature_groups: list[list[int]] | None = None,
                  group_costs: np.ndarray | None = None, max_bins: int = 255,
@@ -168,13 +203,15 @@ class GBFS(BatchModel):
                  subsample: float = 1.0,
                  leaf_values: str = "newton", reg_lambda: float = 0.0,
                  split_gain: str = "gradient", min_child_hessian: float = 1e-3,
-                 random_state: int | None = None, mu: float = DEPRECATED) -> None:
+                 random_state: int | None = None, masked_copies: int = 4,
+                 mask_rate: float | None = None, uncomputed: str = "missing",
+                 mu: float = DEPRECATED) -> None:
         self.loss = loss
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.max_depth = max_depth
         self.feature_penalty = deprecated_alias("GBFS", "mu", "feature_penalty", mu,
-                                                feature_penalty, 0.0)
+                                                feature_penalty, "auto")
         self.feature_costs = feature_costs
         self.feature_groups = feature_groups
         self.group_costs = group_costs
@@ -187,6 +224,9 @@ class GBFS(BatchModel):
         self.split_gain = split_gain
         self.min_child_hessian = min_child_hessian
         self.random_state = random_state
+        self.masked_copies = masked_copies
+        self.mask_rate = mask_rate
+        self.uncomputed = uncomputed
 
     # ------------------------------------------------------------------ fitting
     def check_params(self, n_features: int) -> None:
@@ -198,12 +238,28 @@ class GBFS(BatchModel):
         """Validate every parameter; returns :meth:`_check_groups`."""
         if self.loss not in losses.LOSSES:
             raise ValueError(f"loss must be one of {losses.LOSSES}, got {self.loss!r}")
-        for name in ("n_estimators", "max_depth", "max_bins", "min_samples_leaf"):
+        for name in ("n_estimators", "max_depth", "max_bins", "min_samples_leaf",
+                     "masked_copies"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise TypeError(f"{name} must be an integer, got {value!r}")
+        if not 0 <= self.masked_copies <= 64:
+            raise ValueError(f"masked_copies must be in [0, 64], got {self.masked_copies}")
+        if self.uncomputed not in _UNCOMPUTED:
+            raise ValueError(f"uncomputed must be one of {_UNCOMPUTED}, got "
+                             f"{self.uncomputed!r}")
+        if self.mask_rate is not None and (
+                isinstance(self.mask_rate, bool) or not isinstance(self.mask_rate, numbers.Real)
+                or not 0 <= self.mask_rate <= 1):
+            raise ValueError(f"mask_rate must be None or a number in [0, 1], got "
+                             f"{self.mask_rate!r}")
+        if isinstance(self.feature_penalty, str) and self.feature_penalty != "auto":
+            raise ValueError(f"feature_penalty must be 'auto' or a number >= 0, got "
+                             f"{self.feature_penalty!r}")
         for name in ("learning_rate", "feature_penalty", "min_split_hessian", "subsample",
                      "reg_lambda", "min_child_hessian"):
+            if name == "feature_penalty" and self.feature_penalty == "auto":
+                continue
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise TypeError(f"{name} must be a number, got {value!r}")
@@ -211,8 +267,8 @@ class GBFS(BatchModel):
             raise ValueError("need n_estimators >= 0 and 0 <= max_depth <= 16")
         if not 2 <= self.max_bins <= 255:
             raise ValueError(f"max_bins must be in [2, 255], got {self.max_bins}")
-        if not self.learning_rate > 0 or not self.feature_penalty >= 0 or \
-                self.min_samples_leaf < 1:
+        if not self.learning_rate > 0 or not self.min_samples_leaf >= 1 or \
+                not (self.feature_penalty == "auto" or self.feature_penalty >= 0):
             raise ValueError("need learning_rate > 0, feature_penalty >= 0 and "
                              "min_samples_leaf >= 1")
         if not self.min_split_hessian >= 0:
@@ -276,42 +332,48 @@ class GBFS(BatchModel):
 
     def fit(self, X: Any, y: Any, *, progress: Callable[[float], None] | None = None) -> GBFS:
         """Boost ``n_estimators`` penalized trees on ``X`` (n, d: dense, scipy sparse or
-        ``CSRBatch``) and ``y``. ``progress(fraction)``, if given, is called after each tree
-        with ``(t + 1) / T``."""
-        X = as_dense(X)
+        ``CSRBatch``; NaN is a missing value) and ``y``, with ``masked_copies`` masked copies
+        of the rows (module docstring). ``progress(fraction)``, if given, is called after
+        each tree with ``(t + 1) / T``."""
+        X = as_dense(X, allow_nan=True)
         n, d = X.shape
         indptr, members, group_of, costs = self._check_params(d)
         target = self._encode_labels(y, n)
         self.n_features_in_ = d
         self.bin_edges_, self.bin_offsets_ = binning.fit_bin_edges(X, self.max_bins)
         codes = binning.apply_bins(X, self.bin_edges_, self.bin_offsets_)
+        codes, target = self._masked_rows(codes, target, group_of, indptr.shape[0] - 1)
+        n_rows = codes.shape[0]
         n_bins = binning.n_bins_per_feature(self.bin_offsets_)
         self.base_score_ = losses.base_score(self.loss, target)
         T, depth, n_nodes = self.n_estimators, self.max_depth, 2 ** (self.max_depth + 1) - 1
         self.tree_feature_ = np.full((T, n_nodes), -1, dtype=np.int32)
         self.tree_threshold_ = np.zeros((T, n_nodes), dtype=np.int32)
         self.tree_value_ = np.zeros((T, n_nodes), dtype=np.float64)
+        self.tree_default_left_ = np.zeros((T, n_nodes), dtype=np.uint8)
         self.train_loss_ = np.zeros(T, dtype=np.float64)
-        slots, width = max(1, 2 ** (depth - 1)), int(n_bins.max(initial=1))
+        slots, width = max(1, 2 ** (depth - 1)), int(n_bins.max(initial=1)) + 1
         hists = [np.zeros((slots, d, width), dtype=dt) for dt in (np.float64, np.int32) * 2]
-        m = n if self.subsample >= 1 else max(1, int(np.ceil(self.subsample * n)))
+        m = n_rows if self.subsample >= 1 else max(1, int(np.ceil(self.subsample * n_rows)))
         tmp = np.empty(m, dtype=np.int32)
         split_newton = self.split_gain == "newton"
         hess_hists = [np.zeros((slots, d, width) if split_newton else (1, 1, 1))
                       for _ in range(2)]
         rng = np.random.default_rng(self.random_state)
-        penalty = float(self.feature_penalty) * costs[group_of]
+        scores = np.full(n_rows, self.base_score_, dtype=np.float64)
+        self.feature_penalty_ = self._resolved_penalty(target, scores, costs)
+        penalty = self.feature_penalty_ * costs[group_of]
+        gain_per_feature = np.zeros(d, dtype=np.float64)
         any_split = False
-        scores = np.full(n, self.base_score_, dtype=np.float64)
-        newton, ones = self.leaf_values == "newton", np.ones(n, dtype=np.float64)
+        newton, ones = self.leaf_values == "newton", np.ones(n_rows, dtype=np.float64)
         for t in range(T):
             grad = losses.negative_gradient(self.loss, target, scores)
             hess = losses.hessian(self.loss, scores) if newton else ones
-            if m == n:
-                rows = np.arange(n, dtype=np.int32)
+            if m == n_rows:
+                rows = np.arange(n_rows, dtype=np.int32)
             else:
-                rows = np.sort(rng.choice(n, size=m, replace=False)).astype(np.int32)
-            feature, threshold, value = _tree._grow_tree(
+                rows = np.sort(rng.choice(n_rows, size=m, replace=False)).astype(np.int32)
+            feature, threshold, value, default_left, gain = _tree._grow_tree(
                 codes, grad, hess, rows, n_bins, penalty, depth, self.min_samples_leaf,
                 float(self.min_split_hessian), not any_split, *hists, tmp,
                 float(self.reg_lambda), split_newton, float(self.min_child_hessian),
@@ -319,17 +381,51 @@ class GBFS(BatchModel):
             any_split = any_split or bool(feature[0] >= 0)
             self.tree_feature_[t], self.tree_threshold_[t], self.tree_value_[t] = (
                 feature, threshold, value)
-            _tree._add_tree_binned(codes, feature, threshold, value,
+            self.tree_default_left_[t] = default_left
+            np.add.at(gain_per_feature, feature[feature >= 0], gain[feature >= 0])
+            _tree._add_tree_binned(codes, feature, threshold, default_left, value,
                                    float(self.learning_rate), scores)
-            self.train_loss_[t] = losses.mean_loss(self.loss, target, scores)
+            self.train_loss_[t] = losses.mean_loss(self.loss, target[:n], scores[:n])
             if progress is not None:
                 progress((t + 1) / T)
+        self.group_gain_ = np.bincount(group_of, weights=gain_per_feature,
+                                       minlength=indptr.shape[0] - 1)
         self.selected_features_, self.feature_entry_iteration_ = _first_uses(
             self.tree_feature_, np.arange(d))
         self.selected_groups_, self.group_entry_iteration_ = _first_uses(
             self.tree_feature_, group_of)
         self.tree_split_value_ = self._split_values()
         return self
+
+    def _masked_rows(self, codes: np.ndarray, target: np.ndarray, group_of: np.ndarray,
+                     n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+        """The binned rows followed by ``masked_copies`` copies in which each group is
+        dropped (coded ``MISSING``) with probability ``p``: ``p`` uniform in [0, 1) per copy
+        and row, or ``mask_rate``. Seeded by ``random_state`` (0 when None). O(K n d)."""
+        copies = int(self.masked_copies)
+        if copies == 0:
+            return codes, target
+        n = codes.shape[0]
+        rng = np.random.default_rng([0 if self.random_state is None else
+                                     int(self.random_state), 0x6D61736B])
+        rate = rng.random((copies * n, 1)) if self.mask_rate is None else \
+            float(self.mask_rate)
+        dropped = rng.random((copies * n, n_groups)) < rate
+        masked = np.tile(codes, (copies, 1))
+        masked[dropped[:, group_of]] = binning.MISSING
+        return np.concatenate([codes, masked]), np.tile(target, copies + 1)
+
+    def _resolved_penalty(self, target: np.ndarray, scores: np.ndarray,
+                          costs: np.ndarray) -> float:
+        """mu: ``feature_penalty``, or for "auto" ``AUTO_PENALTY sum_i g_i^2 / mean(c)``
+        with the initial negative gradients ``g`` (0 when every cost is 0)."""
+        if self.feature_penalty != "auto":
+            return float(self.feature_penalty)
+        mean_cost = float(np.mean(costs)) if costs.size else 0.0
+        if mean_cost <= 0:
+            return 0.0
+        grad = losses.negative_gradient(self.loss, target, scores)
+        return AUTO_PENALTY * float(grad @ grad) / mean_cost
 
     def _group_of(self) -> np.ndarray:
         """Group of each fitted feature (int64, d); feature ``f`` is group ``f`` without groups."""
@@ -371,19 +467,53 @@ class GBFS(BatchModel):
                                           strict=True) if int(g) not in allowed]
         return min(missing, default=n_trees)
 
-    def next_group(self, computed_groups: Iterable[int] | None = ()) -> int | None:
-        """Group to compute next: of the first feature (heap order 0, 1, ...) of tree
-        ``t = n_trees_for_groups(computed_groups)`` outside them; None if all trees are
-        usable. Computing it is necessary for tree ``t``. O(#selected groups + 2^D + d)."""
+    def trees_used(self, computed_groups: Iterable[int] | None) -> int:
+        """Trees that answer for ``computed_groups``: all of them (``uncomputed="missing"``
+        or None), else :meth:`n_trees_for_groups`."""
+        if computed_groups is None or self.uncomputed == "missing":
+            return int(self.tree_feature_.shape[0])
+        return self.n_trees_for_groups(computed_groups)
+
+    def next_group(self, computed_groups: Iterable[int] | None = (), *,
+                   max_cost: float | None = None) -> int | None:
+        """Group to compute next given ``computed_groups`` (None: nothing is missing).
+
+        ``uncomputed="missing"``: the group outside them with the largest training split
+        gain per unit cost (``group_gain_ / c_g``; a zero-cost group with gain comes first)
+        among those with gain > 0 whose cost fits ``max_cost - cost(computed)``; None if
+        none. O(J). ``"prefix"``: the group of the first feature (heap order) of tree
+        ``t = n_trees_for_groups(computed_groups)`` outside them, None if all trees are
+        usable (the paper's rule; computing it is necessary for tree ``t``)."""
         if computed_groups is None:
             return None
         allowed = {int(g) for g in computed_groups}
+        costs = self._group_costs()
+        room = None if max_cost is None else \
+            float(max_cost) - float(sum(costs[g] for g in allowed if 0 <= g < costs.size))
+        if self.uncomputed == "missing":
+            best, best_key = None, None
+            for g in range(costs.size):
+                gain = float(self.group_gain_[g])
+                if g in allowed or gain <= 0 or (
+                        room is not None and costs[g] > room + 1e-12 * max(abs(room), 1.0)):
+                    continue
+                key = (1, gain) if costs[g] <= 0 else (0, gain / costs[g])
+                if best_key is None or key > best_key:
+                    best, best_key = g, key
+            return best
         t = self.n_trees_for_groups(allowed)
         if t == self.tree_feature_.shape[0]:
             return None
         group_of = self._group_of()
-        return next(int(group_of[f]) for f in self.tree_feature_[t]
-                    if f >= 0 and int(group_of[f]) not in allowed)
+        g = next(int(group_of[f]) for f in self.tree_feature_[t]
+                 if f >= 0 and int(group_of[f]) not in allowed)
+        if room is not None and costs[g] > room + 1e-12 * max(abs(room), 1.0):
+            return None
+        return g
+
+    def _group_costs(self) -> np.ndarray:
+        """``c_g`` of every group (feature costs without groups), float64."""
+        return self._check_groups(self.n_features_in_)[3]
 
     def n_features_used(self, n_trees: int | None = None) -> int:
         """Number of distinct features used by the first ``n_trees`` trees."""
@@ -395,32 +525,53 @@ class GBFS(BatchModel):
         return np.sort(np.asarray(self.selected_features_, dtype=np.int64))
 
     def _check_input(self, X: Any) -> np.ndarray:
-        X = as_dense(X)
+        X = as_dense(X, allow_nan=True)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, model has {self.n_features_in_}")
         return X
 
-    def _prefix(self, computed_groups: Iterable[int] | None, computed: Any) -> int:
-        """Trees usable with ``computed_groups`` (or, deprecated, the features ``computed``)."""
+    def _answer(self, X: Any, computed_groups: Iterable[int] | None,
+                computed: Any) -> np.ndarray:
+        """Scores for rows whose callers computed ``computed_groups`` (or, deprecated, the
+        features ``computed``): every tree with the other features missing, or the prefix
+        of trees (``uncomputed``)."""
+        X = self._check_input(X)
         if computed is DEPRECATED:
-            return self.n_trees_for_groups(computed_groups)
-        deprecated_alias("GBFS", "computed", "computed_groups", computed, computed_groups,
-                         note=" (ids of feature_groups; without them, feature indices)",
-                         stacklevel=4)
-        return self.n_trees_for(computed)
+            if computed_groups is None:
+                return self._scores(X, self.tree_feature_.shape[0])
+            keep = self._group_of()[:, None] == np.fromiter(
+                {int(g) for g in computed_groups}, dtype=np.int64)[None, :]
+            n_trees = self.n_trees_for_groups(computed_groups)
+        else:
+            deprecated_alias("GBFS", "computed", "computed_groups", computed, computed_groups,
+                             note=" (ids of feature_groups; without them, feature indices)",
+                             stacklevel=4)
+            if computed is None:
+                return self._scores(X, self.tree_feature_.shape[0])
+            features = np.fromiter({int(f) for f in computed}, dtype=np.int64)
+            keep = np.arange(self.n_features_in_)[:, None] == features[None, :]
+            n_trees = self.n_trees_for(computed)
+        if self.uncomputed == "prefix":
+            return self._scores(X, n_trees)
+        missing = ~keep.any(axis=1) if keep.size else np.ones(X.shape[1], dtype=bool)
+        if missing.any():
+            X = X.copy()
+            X[:, missing] = np.nan
+        return self._scores(X, self.tree_feature_.shape[0])
 
     def decision_function(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
                           computed_groups: Iterable[int] | None = None) -> np.ndarray:
-        """Scores ``H(x)`` (n,) of the anytime prefix for ``computed_groups`` (all trees if
-        None): the trees before the first that splits on a feature outside them.
-        ``computed`` (feature indices) is the deprecated spelling."""
-        return self._scores(X, self._prefix(computed_groups, computed))
+        """Scores ``H(x)`` (n,) for a caller that computed ``computed_groups`` (None: all):
+        every tree, the other groups' features missing (``uncomputed="missing"``), or the
+        trees before the first that splits on one of them (``"prefix"``). NaN in ``X`` is
+        missing too. ``computed`` (feature indices) is the deprecated spelling."""
+        return self._answer(X, computed_groups, computed)
 
-    def _scores(self, X: Any, n_trees: int) -> np.ndarray:
-        X = self._check_input(X)
+    def _scores(self, X: np.ndarray, n_trees: int) -> np.ndarray:
         out = np.full(X.shape[0], self.base_score_, dtype=np.float64)
-        _tree._add_trees_raw(X, self.tree_feature_, self.tree_split_value_, self.tree_value_,
-                             0, n_trees, float(self.learning_rate), out)
+        _tree._add_trees_raw(X, self.tree_feature_, self.tree_split_value_,
+                             self.tree_default_left_, self.tree_value_, 0, n_trees,
+                             float(self.learning_rate), out)
         return out
 
     def predict_proba(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
@@ -428,7 +579,7 @@ class GBFS(BatchModel):
         """``[1 - p, p]`` with ``p = sigmoid(H(x))``, shape (n, 2); logistic loss only."""
         if self.loss != "logistic":
             raise AttributeError("predict_proba needs loss='logistic'")
-        p = expit(self._scores(X, self._prefix(computed_groups, computed)))
+        p = expit(self._answer(X, computed_groups, computed))
         return np.column_stack([1.0 - p, p])
 
     def _link(self, scores: np.ndarray) -> np.ndarray:
@@ -438,9 +589,9 @@ class GBFS(BatchModel):
 
     def predict(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
                 computed_groups: Iterable[int] | None = None) -> np.ndarray:
-        """Class labels (logistic) or values (squared) of the anytime prefix for
-        ``computed_groups`` (see :meth:`decision_function`)."""
-        return self._link(self._scores(X, self._prefix(computed_groups, computed)))
+        """Class labels (logistic) or values (squared) for ``computed_groups`` (see
+        :meth:`decision_function`)."""
+        return self._link(self._answer(X, computed_groups, computed))
 
     def staged_decision_function(self, X: Any) -> Iterator[np.ndarray]:
         """Yield ``H(x)`` after each tree (bit-identical to ``decision_function``). O(n D)."""
@@ -448,7 +599,8 @@ class GBFS(BatchModel):
         out = np.full(X.shape[0], self.base_score_, dtype=np.float64)
         for t in range(self.tree_feature_.shape[0]):
             _tree._add_trees_raw(X, self.tree_feature_, self.tree_split_value_,
-                                 self.tree_value_, t, t + 1, float(self.learning_rate), out)
+                                 self.tree_default_left_, self.tree_value_, t, t + 1,
+                                 float(self.learning_rate), out)
             yield out.copy()
 
     def staged_predict(self, X: Any) -> Iterator[np.ndarray]:
@@ -459,7 +611,7 @@ class GBFS(BatchModel):
     # ------------------------------------------------------------ serialization
     def state_dict(self) -> dict[str, Any]:
         """Parameters and fitted arrays in the envelope of ``algorithms.states``."""
-        state: dict[str, Any] = {name: getattr(self, name) for name in _PARAMS}
+        state: dict[str, Any] = {name: getattr(self, name) for name in _PARAMS + _PARAMS_V2}
         if self.feature_costs is not None:
             state["feature_costs"] = np.asarray(self.feature_costs, dtype=np.float64)
         if self.feature_groups is not None:
@@ -470,7 +622,8 @@ class GBFS(BatchModel):
             state["group_costs"] = np.asarray(self.group_costs, dtype=np.float64)
         state["base_score_"] = float(self.base_score_)
         state["n_features_in_"] = int(self.n_features_in_)
-        for name in _ARRAYS + (("classes_",) if self.loss == "logistic" else ()):
+        state["feature_penalty_"] = float(self.feature_penalty_)
+        for name in _ARRAYS + _ARRAYS_V2 + (("classes_",) if self.loss == "logistic" else ()):
             state[name] = getattr(self, name)
         return envelope(self.kind, self.format_version, state)
 
@@ -479,12 +632,18 @@ class GBFS(BatchModel):
         """Rebuild a fitted model from :meth:`state_dict` (bit-exact), or from a state
         written before the envelope (``"algorithm": "GBFS"``, ``mu`` for
         ``feature_penalty``); ValueError when it is incomplete or its contents are not a
-        model the prediction kernels can run (``_check_fitted``)."""
+        model the prediction kernels can run (``_check_fitted``). States of format 0 and 1
+        (before the budgeted answers with every tree) load as the paper's model:
+        ``uncomputed="prefix"``, ``masked_copies=0``, and answer exactly as they did."""
         version, state = open_envelope(state, cls.kind, (0, cls.format_version))
         if version == 0:
             state = renamed(state, cls._renamed)
         try:
             params = {name: state[name] for name in _PARAMS}
+            if version >= 2:
+                params.update({name: state[name] for name in _PARAMS_V2})
+            else:
+                params.update(masked_copies=0, mask_rate=None, uncomputed="prefix")
             groups = None
             if "feature_groups_sizes" in state:
                 members = np.asarray(state["feature_groups_members"], dtype=np.int64)
@@ -497,6 +656,15 @@ class GBFS(BatchModel):
             model.n_features_in_ = int(state["n_features_in_"])
             for name in _ARRAYS + (("classes_",) if model.loss == "logistic" else ()):
                 setattr(model, name, np.asarray(state[name]))
+            if version >= 2:
+                model.feature_penalty_ = float(state["feature_penalty_"])
+                for name in _ARRAYS_V2:
+                    setattr(model, name, np.asarray(state[name]))
+            else:
+                model.feature_penalty_ = float(model.feature_penalty)
+                model.tree_default_left_ = np.zeros(model.tree_feature_.shape, dtype=np.uint8)
+                model.group_gain_ = np.zeros(len(groups) if groups is not None else
+                                             model.n_features_in_, dtype=np.float64)
             model._check_fitted()
             model.selected_groups_, model.group_entry_iteration_ = _first_uses(
                 model.tree_feature_, model._group_of())
@@ -515,10 +683,20 @@ class GBFS(BatchModel):
         n_nodes = 2 ** (int(self.max_depth) + 1) - 1
         feature = self.tree_feature_
         shape = (int(self.n_estimators), n_nodes)
-        for name in ("tree_feature_", "tree_threshold_", "tree_split_value_", "tree_value_"):
+        for name in ("tree_feature_", "tree_threshold_", "tree_split_value_", "tree_value_",
+                     "tree_default_left_"):
             array = getattr(self, name)
             if array.shape != shape:
                 raise ValueError(f"GBFS state: {name} has shape {array.shape}, expected {shape}")
+        if self.tree_default_left_.dtype != np.uint8 or np.any(self.tree_default_left_ > 1):
+            raise ValueError("GBFS state: tree_default_left_ must be uint8 zeros and ones")
+        n_groups = d if self.feature_groups is None else len(self.feature_groups)
+        gains = np.asarray(self.group_gain_)
+        if gains.shape != (n_groups,) or gains.dtype != np.float64 or \
+                not np.all(np.isfinite(gains)) or np.any(gains < 0):
+            raise ValueError(f"GBFS state: group_gain_ must be {n_groups} finite gains >= 0")
+        if not np.isfinite(self.feature_penalty_) or self.feature_penalty_ < 0:
+            raise ValueError("GBFS state: feature_penalty_ must be finite and >= 0")
         if feature.dtype != np.int32 or self.tree_threshold_.dtype != np.int32:
             raise ValueError("GBFS state: tree_feature_ and tree_threshold_ must be int32")
         if feature.size and (feature.min() < -1 or feature.max() >= d):

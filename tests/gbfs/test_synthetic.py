@@ -3,6 +3,9 @@ import numpy as np
 from algorithms.datasets.gbfs_synthetic import make_gbfs_synthetic
 from algorithms.gbfs import GBFS
 
+# the paper's model: no masked copies, the prefix of trees for a computed set
+PAPER = dict(masked_copies=0, uncomputed="prefix")
+
 
 def test_generator_is_seeded_balanced_and_reports_relevant_features():
     X, y, relevant = make_gbfs_synthetic(500, 15, random_state=2)
@@ -15,7 +18,7 @@ def test_generator_is_seeded_balanced_and_reports_relevant_features():
 
 def test_gbfs_selects_exactly_the_relevant_features():
     X, y, relevant = make_gbfs_synthetic(500, 15, random_state=2)
-    model = GBFS(feature_penalty=1.0, n_estimators=60, max_depth=3).fit(X, y)
+    model = GBFS(**PAPER, feature_penalty=1.0, n_estimators=60, max_depth=3).fit(X, y)
     assert set(model.selected_features_) == set(relevant)
-    unpenalized = GBFS(feature_penalty=0.0, n_estimators=60, max_depth=3).fit(X, y)
+    unpenalized = GBFS(**PAPER, feature_penalty=0.0, n_estimators=60, max_depth=3).fit(X, y)
     assert len(unpenalized.selected_features_) > 5
