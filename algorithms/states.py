@@ -135,9 +135,11 @@ def model_kinds() -> dict[str, type]:
     from algorithms.gbfs import GBFS
     from algorithms.nvsd import NVSD, RelaxedNVSD
     from algorithms.online import LEARNERS
+    from algorithms.per_set import PerSetChoice
 
     return {**{cls.kind: cls for cls in LEARNERS.values()},
-            **{cls.kind: cls for cls in (AnytimeLinearModel, GBFS, NVSD, RelaxedNVSD)}}
+            **{cls.kind: cls for cls in (AnytimeLinearModel, GBFS, NVSD, RelaxedNVSD,
+                                         PerSetChoice)}}
 
 
 def model_from_state(state: Any):

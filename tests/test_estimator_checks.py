@@ -73,6 +73,15 @@ def _relaxed():
                        regularizer="gl", groups=GROUPS, max_iter=150)
 
 
+def _per_set():
+    from algorithms.per_set import PerSetChoice
+
+    return PerSetChoice(groups=GROUPS, costs=[1.0, 2.0, 0.5], method="cs-g-fr",
+                        anytime_params={"alpha": 1e-3},
+                        gbfs_params={"n_estimators": 6, "max_depth": 2, "subsample": 0.7,
+                                     "random_state": 3}, random_state=1)
+
+
 # kind -> (a new unfitted model, which target it learns)
 CASES = {
     "pet": (_online("pet", update_on="hinge"), "labels"),
@@ -84,6 +93,7 @@ CASES = {
     "gbfs": (_gbfs, "labels"),
     "nvsd": (_nvsd, "target"),
     "relaxed-nvsd": (_relaxed, "target"),
+    "per-set-choice": (_per_set, "target"),
 }
 ONLINE = ("pet", "fofs", "sofs", "ogd", "arow")
 BATCH = sorted(set(CASES) - set(ONLINE))
@@ -184,7 +194,8 @@ def _bad_inputs(kind):
     y = labels if CASES[kind][1] == "labels" else target
     nan = X.copy()
     nan[0, 0] = np.nan
-    return [("NaN", nan, y), ("infinite", np.where(X > 1.5, np.inf, X), y),
+    bad_nan = [] if getattr(model_kinds()[kind], "allow_nan", False) else [("NaN", nan, y)]
+    return bad_nan + [("infinite", np.where(X > 1.5, np.inf, X), y),
             ("too few targets", X, y[:-1]), ("3-D", X[None], y),
             ("strings", np.full(X.shape, "a"), y), ("not a matrix", object(), y)]
 
@@ -212,8 +223,11 @@ def test_bad_input_to_predict_is_a_clean_error(kind):
     wide = np.hstack([X, X[:, :1]])
     nan = X.copy()
     nan[:, 0] = np.nan
-    for what, bad in (("a column too many", wide), ("NaN", nan),
-                      ("strings", np.full(X.shape, "a")), ("not a matrix", object())):
+    if getattr(model_kinds()[kind], "allow_nan", False):  # a missing value: answered, finite
+        assert np.all(np.isfinite(outputs(model, nan)))
+    bad_nan = [] if getattr(model_kinds()[kind], "allow_nan", False) else [("NaN", nan)]
+    for what, bad in [("a column too many", wide), *bad_nan,
+                      ("strings", np.full(X.shape, "a")), ("not a matrix", object())]:
         try:
             outputs(model, bad)
         except (ValueError, TypeError) as exc:
@@ -282,7 +296,7 @@ def test_batch_models_take_what_was_computed_as_computed_groups(kind):
 def test_batch_models_store_in_init_and_check_in_fit(kind):
     model = CASES[kind][0]()
     name = {"anytime-linear-model": "alpha", "gbfs": "learning_rate", "nvsd": "tau",
-            "relaxed-nvsd": "ratio"}[kind]
+            "relaxed-nvsd": "ratio", "per-set-choice": "max_validation_rows"}[kind]
     broken = type(model)(**{**model.get_params(), name: -1.0})   # stored, not checked
     assert getattr(broken, name) == -1.0
     with pytest.raises(ValueError, match=name):

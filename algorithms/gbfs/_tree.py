@@ -246,10 +246,9 @@ def _grow_tree(codes, grad, hess, rows, n_bins, penalty, max_depth, min_leaf, mi
             if not alive[j] or count < 2 * min_leaf or weight[j] < min_weight:
                 continue
             slot = j - first
-            score, gain, f, b, to_left = _best_split(parent_sum, parent_cnt, parent_hess, slot, n_bins,
-                                            penalty, total[j], count, weight[j], min_leaf,
-                                            min_child_weight, lam, newton,
-                                            REL_TIE * square[j])
+            score, gain, f, b, to_left = _best_split(
+                parent_sum, parent_cnt, parent_hess, slot, n_bins, penalty, total[j], count,
+                weight[j], min_leaf, min_child_weight, lam, newton, REL_TIE * square[j])
             tol = REL_TOL * square[j]
             take = score > tol or (force_root and j == 0 and gain > tol)
             if f < 0 or not take:

@@ -29,7 +29,8 @@ boosting does); identical for the squared loss. With ``split_gain="gradient"`` t
 structure never depends on it.
 
 Additions to the paper (both off with ``reg_lambda=0, split_gain="gradient"``, which
-reproduce the paper's trees bit for bit):
+reproduce the paper's trees bit for bit, with ``masked_copies=0``,
+``early_stopping_rounds=None`` and ``uncomputed="prefix"`` below):
 
 * ``reg_lambda`` (lambda >= 0) adds the ridge term ``lambda/2 sum_l v_l^2`` on the leaf values
   to Eq. 14, so every denominator above becomes ``n + lambda`` and the leaves
@@ -56,19 +57,23 @@ gets an answer from *every* tree (``uncomputed="missing"``, the default): the fe
 the other groups are missing values, and each split sends a missing value along a learned
 default direction (``_tree``: the missing rows are tried on both sides when the split is
 chosen, as in XGBoost's sparsity-aware split finding). So that every split learns where
-missing rows belong, training sees each row ``masked_copies`` more times with groups
-removed: copy ``k`` of row ``i`` drops each group independently with probability ``p_ik``,
-drawn uniformly in [0, 1) per copy and row (``mask_rate=None``; a number fixes it), so
-the sizes of the computed sets a copy imitates are spread evenly from none to all. The
-copies are fixed for the whole fit (each is an example with missing values, boosted like
-any other), the unmasked rows stay in, and the masks come from ``random_state`` (0 when
-None), so a fit is reproducible. The training cost grows by ``1 + masked_copies``.
-``uncomputed="prefix"`` is the paper's own anytime rule: the trees before the first one
-that splits on an uncomputed group (``masked_copies=0`` with it gives the paper's model).
-``feature_penalty="auto"`` (the default) sets ``mu = 0.002 sum_i g_i^2 / mean_g c_g`` over
-the (masked) training rows' initial gradients: a group of average cost must remove 0.4 %
+missing rows belong, training sees each row ``masked_copies`` (4) more times with groups
+removed: each copy drops each group independently with probability ``mask_rate`` (0.5,
+so the copies imitate computed sets drawn uniformly over all subsets; None draws the rate
+uniformly in [0, 1) per copy and row instead). The copies are fixed for the whole fit
+(each is an example with missing values, boosted like any other), the unmasked rows stay
+in, and the masks come from ``random_state`` (0 when None), so a fit is reproducible. The
+training cost grows by ``1 + masked_copies``. ``uncomputed="prefix"`` is the paper's own
+anytime rule: the trees before the first one that splits on an uncomputed group
+(``masked_copies=0`` with it gives the paper's model).
+Early stopping (``early_stopping_rounds=20``): up to ``n_estimators`` trees, kept up to the
+lowest loss on held-out rows (``fit``'s ``X_val, y_val``, else a seeded
+``validation_fraction`` of the rows) and their masked copies; None boosts every tree.
+``feature_penalty="auto"`` (the default) sets ``mu = 0.0005 sum_i g_i^2 / mean_g c_g`` over
+the (masked) training rows' initial gradients: a group of average cost must remove 0.1 %
 of the initial squared gradient at its first split, whatever n, the target's scale or the
-cost unit (chosen on ``benchmarks/budget_quality.py``; all costs zero: mu = 0).
+cost unit (all costs zero: mu = 0). The defaults (also ``reg_lambda=1``,
+``min_samples_leaf=5``) were chosen on ``benchmarks/budget_quality.py``.
 ``next_group(S)`` (``"missing"``) is the group outside ``S`` with the largest training
 split gain per unit cost (``group_gain_``) that fits the budget.
 """
@@ -89,15 +94,16 @@ from algorithms.states import envelope, open_envelope, renamed
 _PARAMS = ("loss", "n_estimators", "learning_rate", "max_depth", "feature_penalty",
            "max_bins", "min_samples_leaf", "min_split_hessian", "subsample", "leaf_values",
            "reg_lambda", "split_gain", "min_child_hessian", "random_state")
-_PARAMS_V2 = ("masked_copies", "mask_rate", "uncomputed")  # format version 2 on
+_PARAMS_V2 = ("masked_copies", "mask_rate", "uncomputed", "early_stopping_rounds",
+              "validation_fraction")  # format version 2 on
 _LEAF_VALUES = ("newton", "mean")
 _SPLIT_GAINS = ("gradient", "newton")
 _UNCOMPUTED = ("missing", "prefix")
-AUTO_PENALTY = 0.002  # feature_penalty="auto": mu = AUTO_PENALTY sum g^2 / mean cost
+AUTO_PENALTY = 0.0005  # feature_penalty="auto": mu = AUTO_PENALTY sum g^2 / mean cost
 _ARRAYS = ("bin_edges_", "bin_offsets_", "tree_feature_", "tree_threshold_",
            "tree_split_value_", "tree_value_", "selected_features_",
            "feature_entry_iteration_", "train_loss_")
-_ARRAYS_V2 = ("tree_default_left_", "group_gain_")
+_ARRAYS_V2 = ("tree_default_left_", "group_gain_", "validation_loss_")
 
 
 def _first_uses(tree_feature: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -132,6 +138,28 @@ def _group_of(indptr: np.ndarray, members: np.ndarray) -> np.ndarray:
     return group_of
 
 
+class _EarlyStop:
+    """The loss of the fit's trees on held-out (masked) rows, tree by tree: stops when
+    ``early_stopping_rounds`` trees in a row did not lower it by a relative 1e-9, and
+    keeps the trees up to the lowest (none if no tree helped). O(n_val D) per tree."""
+
+    def __init__(self, model: GBFS, codes: np.ndarray, target: np.ndarray) -> None:
+        self.model, self.codes, self.target = model, codes, target
+        self.scores = np.full(len(target), model.base_score_, dtype=np.float64)
+        self.best = losses.mean_loss(model.loss, target, self.scores)
+        self.best_trees = 0
+        self.losses = np.zeros(model.n_estimators, dtype=np.float64)
+
+    def step(self, t: int, feature, threshold, default_left, value) -> bool:
+        """Add tree ``t``; True when the fit should stop."""
+        _tree._add_tree_binned(self.codes, feature, threshold, default_left, value,
+                               float(self.model.learning_rate), self.scores)
+        self.losses[t] = loss = losses.mean_loss(self.model.loss, self.target, self.scores)
+        if loss < self.best - 1e-9 * abs(self.best):
+            self.best, self.best_trees = loss, t + 1
+        return t + 1 - self.best_trees >= self.model.early_stopping_rounds
+
+
 class GBFS(BatchModel):
     """Gradient boosted feature selection.
 
@@ -147,15 +175,17 @@ class GBFS(BatchModel):
     ``sum_i l''(H_i) >=`` this; ``l'' = 1`` for mean leaves; LightGBM's
     ``min_sum_hessian_in_leaf = 1e-3`` on both children implies the default ``2e-3``),
     ``subsample`` (row fraction per tree), ``leaf_values`` ("newton" | "mean"),
-    ``reg_lambda`` (L2 on leaf values, default 0 = the paper), ``split_gain`` ("gradient",
+    ``reg_lambda`` (L2 on leaf values, default 1; 0 = the paper), ``split_gain`` ("gradient",
     the paper's Eq. 14, default | "newton", second-order gain), ``min_child_hessian``
     (children's ``sum l''`` floor, only with ``split_gain="newton"``, default 1e-3),
     ``random_state`` (the rows each tree sees when ``subsample < 1``, and the masks),
     ``masked_copies`` (masked copies of each training row, default 4; 0: none),
-    ``mask_rate`` (None: a uniform rate per copy and row; else the fixed probability that a
-    copy drops a group), ``uncomputed`` ("missing": every tree answers, uncomputed groups
-    follow the default directions | "prefix": the paper's prefix of trees); see the module
-    docstring. ``feature_penalty="auto"`` (default) scales mu with the data and costs.
+    ``mask_rate`` (the probability that a copy drops a group, default 0.5; None: a uniform
+    rate per copy and row), ``early_stopping_rounds`` (20; None: every tree) and
+    ``validation_fraction`` (held out for it when ``fit`` gets no ``X_val``),
+    ``uncomputed`` ("missing": every tree answers, uncomputed groups follow the default
+    directions | "prefix": the paper's prefix of trees); see the module docstring.
+    ``feature_penalty="auto"`` (default) scales mu with the data and costs.
 
     Input: dense arrays, scipy sparse matrices or ``CSRBatch``, converted to dense once.
     What a caller has computed is ``computed_groups`` (group ids; without
@@ -193,18 +223,19 @@ class GBFS(BatchModel):
     allow_nan = True
     _renamed = {"mu": "feature_penalty"}
 
-    def __init__(self, *, loss: str = "logistic", n_estimators: int = 100,
+    def __init__(self, *, loss: str = "logistic", n_estimators: int = 300,
                  learning_rate: float = 0.1, max_depth: int = 4,
                  feature_penalty: float | str = "auto",
                  feature_costs: np.ndarray | None = None,
                  feature_groups: list[list[int]] | None = None,
                  group_costs: np.ndarray | None = None, max_bins: int = 255,
-                 min_samples_leaf: int = 1, min_split_hessian: float = 2e-3,
+                 min_samples_leaf: int = 5, min_split_hessian: float = 2e-3,
                  subsample: float = 1.0,
-                 leaf_values: str = "newton", reg_lambda: float = 0.0,
+                 leaf_values: str = "newton", reg_lambda: float = 1.0,
                  split_gain: str = "gradient", min_child_hessian: float = 1e-3,
                  random_state: int | None = None, masked_copies: int = 4,
-                 mask_rate: float | None = None, uncomputed: str = "missing",
+                 mask_rate: float | None = 0.5, uncomputed: str = "missing",
+                 early_stopping_rounds: int | None = 20, validation_fraction: float = 0.1,
                  mu: float = DEPRECATED) -> None:
         self.loss = loss
         self.n_estimators = n_estimators
@@ -227,6 +258,8 @@ class GBFS(BatchModel):
         self.masked_copies = masked_copies
         self.mask_rate = mask_rate
         self.uncomputed = uncomputed
+        self.early_stopping_rounds = early_stopping_rounds
+        self.validation_fraction = validation_fraction
 
     # ------------------------------------------------------------------ fitting
     def check_params(self, n_features: int) -> None:
@@ -243,6 +276,16 @@ class GBFS(BatchModel):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise TypeError(f"{name} must be an integer, got {value!r}")
+        rounds = self.early_stopping_rounds
+        if rounds is not None and (isinstance(rounds, bool) or
+                                   not isinstance(rounds, numbers.Integral) or rounds < 1):
+            raise ValueError(f"early_stopping_rounds must be None or an integer >= 1, got "
+                             f"{rounds!r}")
+        fraction = self.validation_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or \
+                not 0 <= fraction < 1:
+            raise ValueError(f"validation_fraction must be a number in [0, 1), got "
+                             f"{fraction!r}")
         if not 0 <= self.masked_copies <= 64:
             raise ValueError(f"masked_copies must be in [0, 64], got {self.masked_copies}")
         if self.uncomputed not in _UNCOMPUTED:
@@ -330,19 +373,26 @@ class GBFS(BatchModel):
             raise ValueError(f"logistic loss needs 2 numeric classes, got {self.classes_}")
         return (y == self.classes_[1]).astype(np.float64)
 
-    def fit(self, X: Any, y: Any, *, progress: Callable[[float], None] | None = None) -> GBFS:
-        """Boost ``n_estimators`` penalized trees on ``X`` (n, d: dense, scipy sparse or
+    def fit(self, X: Any, y: Any, *, X_val: Any = None, y_val: Any = None,
+            progress: Callable[[float], None] | None = None) -> GBFS:
+        """Boost up to ``n_estimators`` penalized trees on ``X`` (n, d: dense, scipy sparse or
         ``CSRBatch``; NaN is a missing value) and ``y``, with ``masked_copies`` masked copies
-        of the rows (module docstring). ``progress(fraction)``, if given, is called after
-        each tree with ``(t + 1) / T``."""
+        of the rows (module docstring). Early stopping (``early_stopping_rounds``) watches
+        the loss on ``X_val, y_val`` (or a held-out ``validation_fraction``) and their
+        masked copies, and keeps the trees up to the best. ``progress(fraction)``, if
+        given, is called after each tree with ``(t + 1) / n_estimators``."""
         X = as_dense(X, allow_nan=True)
         n, d = X.shape
         indptr, members, group_of, costs = self._check_params(d)
         target = self._encode_labels(y, n)
+        X, target, held = self._held_out(X, target, X_val, y_val)
+        n = X.shape[0]
         self.n_features_in_ = d
         self.bin_edges_, self.bin_offsets_ = binning.fit_bin_edges(X, self.max_bins)
-        codes = binning.apply_bins(X, self.bin_edges_, self.bin_offsets_)
-        codes, target = self._masked_rows(codes, target, group_of, indptr.shape[0] - 1)
+        n_groups = indptr.shape[0] - 1
+        codes, target = self._masked_rows(
+            binning.apply_bins(X, self.bin_edges_, self.bin_offsets_), target, group_of,
+            n_groups, 0)
         n_rows = codes.shape[0]
         n_bins = binning.n_bins_per_feature(self.bin_offsets_)
         self.base_score_ = losses.base_score(self.loss, target)
@@ -352,6 +402,11 @@ class GBFS(BatchModel):
         self.tree_value_ = np.zeros((T, n_nodes), dtype=np.float64)
         self.tree_default_left_ = np.zeros((T, n_nodes), dtype=np.uint8)
         self.train_loss_ = np.zeros(T, dtype=np.float64)
+        split_gains = np.zeros((T, n_nodes), dtype=np.float64)
+        stopper = None if held is None else _EarlyStop(
+            self, *self._masked_rows(binning.apply_bins(held[0], self.bin_edges_,
+                                                         self.bin_offsets_),
+                                     held[1], group_of, n_groups, 1))
         slots, width = max(1, 2 ** (depth - 1)), int(n_bins.max(initial=1)) + 1
         hists = [np.zeros((slots, d, width), dtype=dt) for dt in (np.float64, np.int32) * 2]
         m = n_rows if self.subsample >= 1 else max(1, int(np.ceil(self.subsample * n_rows)))
@@ -363,7 +418,6 @@ class GBFS(BatchModel):
         scores = np.full(n_rows, self.base_score_, dtype=np.float64)
         self.feature_penalty_ = self._resolved_penalty(target, scores, costs)
         penalty = self.feature_penalty_ * costs[group_of]
-        gain_per_feature = np.zeros(d, dtype=np.float64)
         any_split = False
         newton, ones = self.leaf_values == "newton", np.ones(n_rows, dtype=np.float64)
         for t in range(T):
@@ -373,23 +427,32 @@ class GBFS(BatchModel):
                 rows = np.arange(n_rows, dtype=np.int32)
             else:
                 rows = np.sort(rng.choice(n_rows, size=m, replace=False)).astype(np.int32)
-            feature, threshold, value, default_left, gain = _tree._grow_tree(
+            tree = _tree._grow_tree(
                 codes, grad, hess, rows, n_bins, penalty, depth, self.min_samples_leaf,
                 float(self.min_split_hessian), not any_split, *hists, tmp,
                 float(self.reg_lambda), split_newton, float(self.min_child_hessian),
                 *hess_hists, group_of, indptr, members)
+            feature, threshold, value, default_left, split_gains[t] = tree
             any_split = any_split or bool(feature[0] >= 0)
             self.tree_feature_[t], self.tree_threshold_[t], self.tree_value_[t] = (
                 feature, threshold, value)
             self.tree_default_left_[t] = default_left
-            np.add.at(gain_per_feature, feature[feature >= 0], gain[feature >= 0])
             _tree._add_tree_binned(codes, feature, threshold, default_left, value,
                                    float(self.learning_rate), scores)
             self.train_loss_[t] = losses.mean_loss(self.loss, target[:n], scores[:n])
             if progress is not None:
                 progress((t + 1) / T)
-        self.group_gain_ = np.bincount(group_of, weights=gain_per_feature,
-                                       minlength=indptr.shape[0] - 1)
+            if stopper is not None and stopper.step(t, feature, threshold, default_left,
+                                                    value):
+                break
+        kept = T if stopper is None else stopper.best_trees
+        for name in ("tree_feature_", "tree_threshold_", "tree_value_", "tree_default_left_",
+                     "train_loss_"):
+            setattr(self, name, getattr(self, name)[:kept].copy())
+        self.validation_loss_ = np.zeros(0) if stopper is None else stopper.losses[:kept]
+        inner = self.tree_feature_ >= 0
+        self.group_gain_ = np.bincount(group_of[self.tree_feature_[inner]],
+                                       weights=split_gains[:kept][inner], minlength=n_groups)
         self.selected_features_, self.feature_entry_iteration_ = _first_uses(
             self.tree_feature_, np.arange(d))
         self.selected_groups_, self.group_entry_iteration_ = _first_uses(
@@ -397,17 +460,56 @@ class GBFS(BatchModel):
         self.tree_split_value_ = self._split_values()
         return self
 
+    def _held_out(self, X: np.ndarray, target: np.ndarray, X_val: Any, y_val: Any
+                  ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        """(training rows, their targets, the early-stopping rows or None): ``X_val, y_val``
+        when given, else (with ``early_stopping_rounds``) a seeded ``validation_fraction``
+        of the rows, at least one and leaving at least two for training."""
+        if (X_val is None) != (y_val is None):
+            raise ValueError("pass both X_val and y_val, or neither")
+        if self.early_stopping_rounds is None:
+            return X, target, None
+        if X_val is not None:
+            X_val = as_dense(X_val, allow_nan=True)
+            if X_val.shape[1] != X.shape[1]:
+                raise ValueError(f"X_val has {X_val.shape[1]} features, X {X.shape[1]}")
+            return X, target, (X_val, self._encode_more_labels(y_val, X_val.shape[0]))
+        n = X.shape[0]
+        k = int(np.ceil(float(self.validation_fraction) * n))
+        if k < 1 or n - k < 2:
+            return X, target, None
+        rng = np.random.default_rng([0 if self.random_state is None else
+                                     int(self.random_state), 0x76616C])
+        order = rng.permutation(n)
+        held, kept = np.sort(order[:k]), np.sort(order[k:])
+        return X[kept], target[kept], (X[held], target[held])
+
+    def _encode_more_labels(self, y: Any, n: int) -> np.ndarray:
+        """Targets of rows beyond the training ones, in the classes ``fit`` found."""
+        y = np.asarray(y)
+        if y.shape != (n,):
+            raise ValueError(f"y_val must have shape ({n},), got {y.shape}")
+        if self.loss == "squared":
+            y = y.astype(np.float64)
+            if not np.all(np.isfinite(y)):
+                raise ValueError("y_val contains NaN or infinite values")
+            return y
+        if not np.all(np.isin(y, self.classes_)):
+            raise ValueError(f"y_val holds labels outside the training classes {self.classes_}")
+        return (y == self.classes_[1]).astype(np.float64)
+
     def _masked_rows(self, codes: np.ndarray, target: np.ndarray, group_of: np.ndarray,
-                     n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+                     n_groups: int, stream: int) -> tuple[np.ndarray, np.ndarray]:
         """The binned rows followed by ``masked_copies`` copies in which each group is
         dropped (coded ``MISSING``) with probability ``p``: ``p`` uniform in [0, 1) per copy
-        and row, or ``mask_rate``. Seeded by ``random_state`` (0 when None). O(K n d)."""
+        and row, or ``mask_rate``. Seeded by ``random_state`` (0 when None) and ``stream``
+        (0: training rows, 1: early-stopping rows). O(K n d)."""
         copies = int(self.masked_copies)
         if copies == 0:
             return codes, target
         n = codes.shape[0]
         rng = np.random.default_rng([0 if self.random_state is None else
-                                     int(self.random_state), 0x6D61736B])
+                                     int(self.random_state), 0x6D61736B + stream])
         rate = rng.random((copies * n, 1)) if self.mask_rate is None else \
             float(self.mask_rate)
         dropped = rng.random((copies * n, n_groups)) < rate
@@ -434,11 +536,18 @@ class GBFS(BatchModel):
         return _group_of(*_group_csr(list(self.feature_groups)))
 
     def _split_values(self) -> np.ndarray:
-        """Raw thresholds ``e_b`` of every split (``x <= e_b`` goes left), float64 (T, nodes)."""
+        """Raw thresholds ``e_b`` of every split (``x <= e_b`` goes left), float64 (T, nodes);
+        a split on missingness (``b = B_f - 1``: every present value left) gets the largest
+        float, which every finite value is below."""
         split = np.zeros(self.tree_feature_.shape, dtype=np.float64)
         inner = self.tree_feature_ >= 0
-        index = self.bin_offsets_[self.tree_feature_[inner]] + self.tree_threshold_[inner]
-        split[inner] = self.bin_edges_[index]
+        features, bins = self.tree_feature_[inner], self.tree_threshold_[inner]
+        start, stop = self.bin_offsets_[features], self.bin_offsets_[features + 1]
+        index = start + bins
+        values = np.full(index.shape, np.finfo(np.float64).max)
+        below = index < stop
+        values[below] = self.bin_edges_[index[below]]
+        split[inner] = values
         return split
 
     # --------------------------------------------------------------- prediction
@@ -643,7 +752,8 @@ class GBFS(BatchModel):
             if version >= 2:
                 params.update({name: state[name] for name in _PARAMS_V2})
             else:
-                params.update(masked_copies=0, mask_rate=None, uncomputed="prefix")
+                params.update(masked_copies=0, mask_rate=None, uncomputed="prefix",
+                              early_stopping_rounds=None)
             groups = None
             if "feature_groups_sizes" in state:
                 members = np.asarray(state["feature_groups_members"], dtype=np.int64)
@@ -665,6 +775,7 @@ class GBFS(BatchModel):
                 model.tree_default_left_ = np.zeros(model.tree_feature_.shape, dtype=np.uint8)
                 model.group_gain_ = np.zeros(len(groups) if groups is not None else
                                              model.n_features_in_, dtype=np.float64)
+                model.validation_loss_ = np.zeros(0)
             model._check_fitted()
             model.selected_groups_, model.group_entry_iteration_ = _first_uses(
                 model.tree_feature_, model._group_of())
@@ -682,7 +793,13 @@ class GBFS(BatchModel):
             raise ValueError("GBFS state: bad n_features_in_ or base_score_")
         n_nodes = 2 ** (int(self.max_depth) + 1) - 1
         feature = self.tree_feature_
-        shape = (int(self.n_estimators), n_nodes)
+        shape = (feature.shape[0] if feature.ndim == 2 else -1, n_nodes)
+        if not 0 <= shape[0] <= int(self.n_estimators):
+            raise ValueError(f"GBFS state: {shape[0]} trees, n_estimators is "
+                             f"{self.n_estimators}")
+        if np.asarray(self.train_loss_).shape != (shape[0],) or \
+                np.asarray(self.validation_loss_).shape not in ((0,), (shape[0],)):
+            raise ValueError("GBFS state: train_loss_ / validation_loss_ do not match the trees")
         for name in ("tree_feature_", "tree_threshold_", "tree_split_value_", "tree_value_",
                      "tree_default_left_"):
             array = getattr(self, name)
@@ -704,7 +821,8 @@ class GBFS(BatchModel):
         inner = 2 ** int(self.max_depth) - 1  # nodes below this have children in the heap
         if np.any(feature[:, inner:] >= 0):
             raise ValueError("GBFS state: a node of the last level splits")
-        for name in ("tree_split_value_", "tree_value_", "train_loss_", "bin_edges_"):
+        for name in ("tree_split_value_", "tree_value_", "train_loss_", "bin_edges_",
+                     "validation_loss_"):
             values = np.asarray(getattr(self, name), dtype=np.float64)
             if not np.all(np.isfinite(values)):
                 raise ValueError(f"GBFS state: {name} holds NaN or infinite values")

@@ -12,6 +12,11 @@ uninterrupted pass bit for bit, however the entries were grouped into reads. (An
 non-zeros fill at least a quarter of its rows x D is folded as a dense array, through BLAS;
 the choice depends on the entry alone, so a replay makes the same one.)
 
+Anytime classification models also keep a reservoir of held-out *rows* beside the
+validation statistics (``held_out_rows``: ``spec.held_out_capacity`` rows, at most 5,000
+and 64 MiB), on which a version's error, log-loss and calibrated probabilities are
+measured per computed set; states written before it load with an empty one.
+
 Windows: ``newest`` keeps the last N examples (a ring); ``reservoir`` keeps a uniform sample
 of N (Vitter's algorithm R) where the t-th example offered (t >= N) replaces slot
 ``j = splitmix64(seed ⊕ t) mod (t + 1)`` when ``j < N``: deterministic given the seed and the
@@ -29,7 +34,13 @@ import scipy.sparse as sp
 
 from algorithms.anytime import SufficientStatistics
 from algorithms.sparse import CSRBatch
-from service.batch.spec import BatchLayout, BatchParams, Window, validation_size
+from service.batch.spec import (
+    BatchLayout,
+    BatchParams,
+    Window,
+    held_out_capacity,
+    validation_size,
+)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 DENSE_FRACTION = 0.25  # entries at least this dense update the statistics as dense arrays
@@ -140,9 +151,13 @@ class BatchFoldState:
         self.layout = layout
         self.params = params
         D = layout.n_features
+        self.held_out_rows: RowWindow | None = None
         if family == "anytime":
             self.train: Any = SufficientStatistics(D)
             self.validation: Any = SufficientStatistics(D)
+            if layout.spec.task == "classification" and params.validation_fraction > 0:
+                self.held_out_rows = RowWindow(Window("reservoir", 0, 0),
+                                               held_out_capacity(D), D)
         else:
             window = params.window
             self.train = RowWindow(window, window.size, D)
@@ -159,6 +174,8 @@ class BatchFoldState:
         for part, rows in ((self.train, ~held), (self.validation, held)):
             if rows.any():
                 self._add(part, matrix[rows] if not rows.all() else matrix, y[rows])
+        if self.held_out_rows is not None and held.any():
+            self.held_out_rows.offer(matrix[held], y[held])
         self.examples += X.n_rows
         self.applied_id = entry_id
 
@@ -189,6 +206,13 @@ class BatchFoldState:
         validation = self.validation.data() if self.validation.count else None
         return self.train.data(), validation
 
+    def held_out_copy(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Held-out rows ``(X, y)`` a version measures its per-set figures on: the
+        validation window (gbfs, nvsd) or the anytime classification reservoir; None when
+        there are none."""
+        rows = self.validation if self.family != "anytime" else self.held_out_rows
+        return rows.data() if rows is not None and rows.count else None
+
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"kind": KIND, "family": self.family,
@@ -200,6 +224,8 @@ class BatchFoldState:
                 state.update({f"{prefix}.{k}": v for k, v in part.state_dict().items()})
             else:
                 state.update(part.state(prefix))
+        if self.held_out_rows is not None:
+            state.update(self.held_out_rows.state("held_out"))
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -225,8 +251,11 @@ class BatchFoldState:
                 setattr(fresh, prefix, part)
             else:
                 part.load(state, prefix)
+        if fresh.held_out_rows is not None and "held_out.seen" in state:
+            fresh.held_out_rows.load(state, "held_out")  # absent before it existed: empty
         fresh.examples, fresh.applied_id = examples, applied or None
         self.train, self.validation = fresh.train, fresh.validation
+        self.held_out_rows = fresh.held_out_rows
         self.examples, self.applied_id = fresh.examples, fresh.applied_id
 
 

@@ -208,15 +208,28 @@ def validation_size(window: Window, fraction: float) -> int:
     return max(1, int(math.ceil(window.size * fraction / (1.0 - fraction))))
 
 
+HELD_OUT_ROWS = 5000  # anytime classification: held-out rows kept for per-set figures
+HELD_OUT_BYTES = 64 << 20  # ... and at most this many bytes of them
+
+
+def held_out_capacity(n_features: int) -> int:
+    """Rows of the anytime classification models' reservoir of held-out rows
+    (``fold_state``): ``HELD_OUT_ROWS``, fewer when D is so large that they would pass
+    ``HELD_OUT_BYTES`` (at least 100)."""
+    return int(max(100, min(HELD_OUT_ROWS, HELD_OUT_BYTES // (8 * max(n_features, 1)))))
+
+
 def memory_bytes(spec: ModelCreate, params: BatchParams) -> int:
     """Upper bound of what the fold state, a fit and an artifact hold, in bytes.
 
     anytime: training + validation statistics (2 D² floats), the fit's standardized ``C`` and
-    the artifact's copy (2 D²), the prefix weights (J·D); gbfs: the windows (N + N_val)·D
+    the artifact's copy (2 D²), the prefix weights (J·D), for classification the held-out
+    rows and the artifact's copy; gbfs: the windows (N + N_val)·D
     floats and their bin codes; nvsd: the windows plus the (nD)² kernel-derivative blocks."""
     D, J = spec.dimension, len(spec.groups)
     if spec.family == "anytime":
-        return 8 * (4 * D * D + (J + 1) * D)
+        held_out = 2 * 8 * held_out_capacity(D) * D if spec.task == "classification" else 0
+        return 8 * (4 * D * D + (J + 1) * D) + held_out
     window = params.window
     rows = window.size + validation_size(window, params.validation_fraction)
     if spec.family == "gbfs":

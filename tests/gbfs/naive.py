@@ -113,7 +113,7 @@ def naive_gbfs(X, y, *, loss="logistic", n_estimators=10, learning_rate=0.1, max
                leaf_values="newton",
                min_split_hessian=2e-3, reg_lambda=0.0, split_gain="gradient",
                min_child_hessian=1e-3, groups=None, group_costs=None, masked_copies=0,
-               mask_rate=None, random_state=None, default_lefts=None):
+               mask_rate=0.5, random_state=None, default_lefts=None):
     """Plain gradient boosting with ``naive_tree``; returns (features, thresholds, values, F)
     with F the scores of the unmasked rows (``default_lefts``, a list, gets each tree's).
 

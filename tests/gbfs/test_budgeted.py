@@ -34,8 +34,10 @@ def test_masked_fit_equals_the_oracle(loss, extra):
     X, labels, score = _data()
     y = labels if loss == "logistic" else score
     params = dict(n_estimators=5, learning_rate=0.3, max_depth=3, max_bins=16,
-                  feature_penalty=0.3, min_samples_leaf=2, **{"masked_copies": 2, **extra})
-    model = GBFS(loss=loss, feature_groups=GROUPS, group_costs=COSTS, **params).fit(X, y)
+                  feature_penalty=0.3, min_samples_leaf=2,
+                  **{"masked_copies": 2, "reg_lambda": 0.0, **extra})
+    model = GBFS(loss=loss, feature_groups=GROUPS, group_costs=COSTS,
+                 early_stopping_rounds=None, **params).fit(X, y)
     lefts: list = []
     feats, thresholds, values, scores = naive_gbfs(X, y, loss=loss, groups=GROUPS,
                                                    group_costs=COSTS, default_lefts=lefts,
@@ -57,7 +59,7 @@ def _oracle_scores(model, X, computed):
         keep[GROUPS[g]] = True
     codes[:, ~keep] = MISSING
     out = np.full(len(X), model.base_score_)
-    for t in range(model.n_estimators):
+    for t in range(model.tree_feature_.shape[0]):
         feature, threshold = model.tree_feature_[t], model.tree_threshold_[t]
         for i in range(len(X)):
             j = 0
@@ -78,7 +80,7 @@ def test_every_computed_set_is_answered_by_every_tree():
         for S in itertools.combinations(range(3), size):
             got = model.decision_function(probe, computed_groups=S)
             np.testing.assert_allclose(got, _oracle_scores(model, probe, S), rtol=1e-12)
-            assert model.trees_used(S) == 12
+            assert model.trees_used(S) == model.tree_feature_.shape[0] > 0
             nan = probe.copy()
             nan[:, [f for g in range(3) if g not in S for f in GROUPS[g]]] = np.nan
             np.testing.assert_array_equal(model.decision_function(nan), got)
@@ -110,12 +112,12 @@ def test_masking_teaches_the_trees_where_uncomputed_groups_go():
 def test_auto_penalty_scales_with_the_gradients_and_the_costs():
     X, _, score = _data(400)
     model = GBFS(loss="squared", feature_groups=GROUPS, group_costs=COSTS, n_estimators=3,
-                 masked_copies=1).fit(X, score)
+                 masked_copies=1, early_stopping_rounds=None).fit(X, score)
     g = score - score.mean()
     expected = AUTO_PENALTY * 2 * float(g @ g) / np.mean(COSTS)  # two copies of every row
     assert model.feature_penalty_ == pytest.approx(expected, rel=1e-12)
     scaled = GBFS(loss="squared", feature_groups=GROUPS, group_costs=[10 * c for c in COSTS],
-                  n_estimators=3, masked_copies=1).fit(X, 7.0 * score)
+                  n_estimators=3, masked_copies=1, early_stopping_rounds=None).fit(X, 7.0 * score)
     np.testing.assert_array_equal(scaled.tree_feature_, model.tree_feature_)
     free = GBFS(loss="squared", feature_groups=GROUPS, group_costs=[0.0] * 3,
                 n_estimators=3).fit(X, score)
@@ -172,3 +174,96 @@ def test_bad_budget_parameters_are_named(name, value, match):
     X, labels, _ = _data(50)
     with pytest.raises((ValueError, TypeError), match=match):
         GBFS(**{name: value}).fit(X, labels)
+
+
+def test_a_missingness_split_and_a_constant_feature_predict_from_raw_values():
+    # feature 0 is constant where present (one bin): only its missingness can split it
+    rng = np.random.default_rng(3)
+    X = np.column_stack([np.where(rng.random(200) < 0.4, np.nan, 1.0), rng.normal(size=200)])
+    y = np.where(np.isnan(X[:, 0]), 2.0, -1.0) + 0.1 * X[:, 1]
+    model = GBFS(loss="squared", n_estimators=5, max_depth=1, feature_penalty=0.0,
+                 masked_copies=0).fit(X, y)
+    assert model.tree_feature_[0, 0] == 0 and model.tree_threshold_[0, 0] == 0
+    binned = np.full(len(y), model.base_score_)
+    for t in range(5):  # the trees walked by hand on raw values
+        f, edge = model.tree_feature_[t, 0], model.tree_split_value_[t, 0]
+        x = X[:, f]
+        left = np.where(np.isnan(x), model.tree_default_left_[t, 0] == 1, x <= edge)
+        binned += model.learning_rate * model.tree_value_[t][np.where(left, 1, 2)]
+    np.testing.assert_allclose(model.decision_function(X), binned, rtol=1e-12)
+    again = model_from_bytes(model.to_bytes())
+    np.testing.assert_array_equal(again.decision_function(X), model.decision_function(X))
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_early_stopping_keeps_the_trees_up_to_the_best_held_out_loss(loss):
+    X, labels, score = _data(400, seed=2)
+    y = labels if loss == "logistic" else score
+    train, held = slice(0, 300), slice(300, None)
+    common = dict(loss=loss, feature_groups=GROUPS, group_costs=COSTS, n_estimators=60,
+                  max_depth=3, learning_rate=0.3, masked_copies=2)
+    full = GBFS(early_stopping_rounds=None, **common).fit(X[train], y[train])
+    stopped = GBFS(early_stopping_rounds=5, **common).fit(X[train], y[train], X_val=X[held],
+                                                         y_val=y[held])
+    # the held-out loss by hand: the held-out rows and their masked copies (stream 1)
+    codes = binning.apply_bins(X[held], full.bin_edges_, full.bin_offsets_)
+    target = (y[held] == full.classes_[1]).astype(float) if loss == "logistic" else y[held]
+    codes, target = full._masked_rows(codes, target, full._group_of(), 3, 1)
+    scores = np.full(len(target), full.base_score_)
+    curve = []
+    for t in range(60):
+        walked = _oracle_codes_tree(full, t, codes)
+        scores = scores + full.learning_rate * walked
+        curve.append(np.mean(np.logaddexp(0, np.where(target > 0.5, -scores, scores)))
+                     if loss == "logistic" else 0.5 * np.mean((target - scores) ** 2))
+    stop_at = next(t for t in range(60) if t + 1 - (int(np.argmin(curve[:t + 1])) + 1) >= 5)
+    best = int(np.argmin(curve[:stop_at + 1])) + 1
+    assert stopped.tree_feature_.shape[0] == best < 60
+    np.testing.assert_array_equal(stopped.tree_feature_, full.tree_feature_[:best])
+    np.testing.assert_allclose(stopped.validation_loss_, curve[:best], rtol=1e-9)
+    np.testing.assert_array_equal(stopped.decision_function(X, computed_groups=[0]),
+                                  _prefix_scores(full, X, [0], best))
+    again = model_from_bytes(stopped.to_bytes())
+    np.testing.assert_array_equal(again.decision_function(X), stopped.decision_function(X))
+
+
+def _oracle_codes_tree(model, t, codes):
+    feature, threshold = model.tree_feature_[t], model.tree_threshold_[t]
+    out = np.empty(len(codes))
+    for i in range(len(codes)):
+        j = 0
+        while feature[j] >= 0:
+            c = codes[i, feature[j]]
+            left = c <= threshold[j] if c != MISSING else model.tree_default_left_[t, j]
+            j = 2 * j + 1 if left else 2 * j + 2
+        out[i] = model.tree_value_[t, j]
+    return out
+
+
+def _prefix_scores(model, X, computed, n_trees):
+    nan = X.copy()
+    nan[:, [f for g in range(3) if g not in computed for f in GROUPS[g]]] = np.nan
+    out = np.full(len(X), model.base_score_)
+    for t in range(n_trees):
+        for i in range(len(X)):
+            j = 0
+            while model.tree_feature_[t, j] >= 0:
+                x = nan[i, model.tree_feature_[t, j]]
+                left = model.tree_default_left_[t, j] if np.isnan(x) else \
+                    x <= model.tree_split_value_[t, j]
+                j = 2 * j + 1 if left else 2 * j + 2
+            out[i] += model.learning_rate * model.tree_value_[t, j]
+    return out
+
+
+def test_early_stopping_without_a_validation_set_holds_out_a_seeded_fraction():
+    X, labels, _ = _data(400, seed=5)
+    a = GBFS(n_estimators=80, learning_rate=0.5, random_state=3).fit(X, labels)
+    b = GBFS(n_estimators=80, learning_rate=0.5, random_state=3).fit(X, labels)
+    np.testing.assert_array_equal(a.tree_value_, b.tree_value_)
+    assert 0 < a.tree_feature_.shape[0] < 80 and a.validation_loss_.shape == (
+        a.tree_feature_.shape[0],)
+    with pytest.raises(ValueError, match="both X_val and y_val"):
+        GBFS().fit(X, labels, X_val=X)
+    with pytest.raises(ValueError, match="training classes"):
+        GBFS().fit(X, labels, X_val=X[:5], y_val=np.full(5, 7))

@@ -11,7 +11,13 @@ from algorithms.gbfs import GBFS
 from tests.gbfs.naive import naive_gbfs
 
 # the paper's model: no masked copies, the prefix of trees for a computed set
-PAPER = dict(masked_copies=0, uncomputed="prefix")
+PAPER = dict(masked_copies=0, uncomputed="prefix", early_stopping_rounds=None)
+PAPER_DEFAULTS = dict(n_estimators=100, reg_lambda=0.0, min_samples_leaf=1)
+
+
+def paper_gbfs(**params) -> GBFS:
+    """GBFS with the paper's rule and its earlier defaults, ``params`` on top."""
+    return GBFS(**{**PAPER, **PAPER_DEFAULTS, **params})
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +34,7 @@ def test_mu_zero_equals_plain_boosting_oracle(task, loss, leaf_values):
     target = y if loss == "logistic" else X[:, 0] * y + X[:, 1] ** 2
     params = dict(n_estimators=6, learning_rate=0.3, max_depth=3, max_bins=12,
                   leaf_values=leaf_values)
-    model = GBFS(**PAPER, loss=loss, feature_penalty=0.0, min_samples_leaf=2, **params).fit(X, target)
+    model = paper_gbfs(loss=loss, feature_penalty=0.0, min_samples_leaf=2, **params).fit(X, target)
     feats, thresholds, values, scores = naive_gbfs(X, target, loss=loss, min_samples_leaf=2,
                                                    **params)
     np.testing.assert_array_equal(model.tree_feature_, feats)
@@ -50,7 +56,7 @@ def test_regularized_and_newton_fits_equal_the_oracle(task, loss, extra):
     target = y if loss == "logistic" else X[:, 0] * y + X[:, 1] ** 2
     params = dict(n_estimators=6, learning_rate=0.3, max_depth=3, max_bins=12, feature_penalty=0.2,
                   min_samples_leaf=2, **extra)
-    model = GBFS(**PAPER, loss=loss, **params).fit(X, target)
+    model = paper_gbfs(loss=loss, **params).fit(X, target)
     feats, thresholds, values, scores = naive_gbfs(X, target, loss=loss, **params)
     np.testing.assert_array_equal(model.tree_feature_, feats)
     np.testing.assert_array_equal(model.tree_threshold_, thresholds)
@@ -67,12 +73,12 @@ def test_paper_options_reproduce_the_original_trees_bit_for_bit(singletons):
 
     X, y, _ = make_gbfs_synthetic(300, 12, random_state=5)
     groups = dict(feature_groups=[[f] for f in range(12)]) if singletons else {}
-    fits = [GBFS(**PAPER, n_estimators=25, max_depth=3, min_samples_leaf=3, reg_lambda=0.0,
+    fits = [paper_gbfs(n_estimators=25, max_depth=3, min_samples_leaf=3, reg_lambda=0.0,
                  split_gain="gradient", **groups, **kw).fit(X, y)
             for kw in (dict(feature_penalty=0.3),
                        dict(feature_penalty=0.0, leaf_values="mean"),
                        dict(feature_penalty=1.0, subsample=0.7, random_state=1))]
-    fits.append(GBFS(**PAPER, loss="squared", n_estimators=25, max_depth=3, feature_penalty=0.2,
+    fits.append(paper_gbfs(loss="squared", n_estimators=25, max_depth=3, feature_penalty=0.2,
                      reg_lambda=0.0, split_gain="gradient", **groups)
                 .fit(X, X[:, 0] * y + X[:, 1] ** 2))
     digests = [hashlib.sha256(m.tree_feature_.tobytes() + m.tree_threshold_.tobytes()
@@ -85,7 +91,7 @@ def test_penalized_fit_equals_oracle_with_costs(task):
     X, y, _ = task
     costs = np.linspace(0.5, 2.0, X.shape[1])
     params = dict(n_estimators=8, max_depth=2, max_bins=10, feature_penalty=0.4)
-    model = GBFS(**PAPER, feature_costs=costs, **params).fit(X, y)
+    model = paper_gbfs(feature_costs=costs, **params).fit(X, y)
     feats, thresholds, _, _ = naive_gbfs(X, y, costs=costs, **params)
     np.testing.assert_array_equal(model.tree_feature_, feats)
     np.testing.assert_array_equal(model.tree_threshold_, thresholds)
@@ -93,8 +99,9 @@ def test_penalized_fit_equals_oracle_with_costs(task):
 
 def test_large_mu_uses_only_the_single_most_useful_feature(task):
     X, y, _ = task
-    root = GBFS(**PAPER, feature_penalty=0.0, n_estimators=1, max_depth=1).fit(X, y).tree_feature_[0, 0]
-    model = GBFS(**PAPER, feature_penalty=1e6, n_estimators=40, max_depth=3).fit(X, y)
+    root = paper_gbfs(feature_penalty=0.0, n_estimators=1, max_depth=1).fit(X, y)
+    root = root.tree_feature_[0, 0]
+    model = paper_gbfs(feature_penalty=1e6, n_estimators=40, max_depth=3).fit(X, y)
     np.testing.assert_array_equal(model.selected_features_, [root])
     np.testing.assert_array_equal(model.feature_entry_iteration_, [0])
     assert np.all(model.tree_feature_[1:, 0] == root)  # reusing it later is free
@@ -103,7 +110,8 @@ def test_large_mu_uses_only_the_single_most_useful_feature(task):
 def test_feature_count_never_increases_with_mu(task):
     X, y, _ = task
     grid = [0.0] + [2.0**k for k in range(-3, 10)]
-    counts = [GBFS(**PAPER, feature_penalty=mu, n_estimators=60, max_depth=3, subsample=0.8, random_state=0)
+    counts = [paper_gbfs(feature_penalty=mu, n_estimators=60, max_depth=3, subsample=0.8,
+                         random_state=0)
               .fit(X, y).n_features_used() for mu in grid]
     assert counts[0] > counts[-1] == 1
     assert all(a >= b for a, b in zip(counts, counts[1:], strict=False)), counts
@@ -111,7 +119,7 @@ def test_feature_count_never_increases_with_mu(task):
 
 def test_entry_order_and_iterations_match_the_trees(task):
     X, y, _ = task
-    model = GBFS(**PAPER, feature_penalty=0.5, n_estimators=30, max_depth=3).fit(X, y)
+    model = paper_gbfs(feature_penalty=0.5, n_estimators=30, max_depth=3).fit(X, y)
     seen: list[int] = []
     for t, tree in enumerate(model.tree_feature_):
         for f in tree[tree >= 0]:
@@ -124,7 +132,7 @@ def test_entry_order_and_iterations_match_the_trees(task):
 
 def test_anytime_prediction_uses_the_longest_allowed_prefix(task):
     X, y, _ = task
-    model = GBFS(**PAPER, feature_penalty=0.25, n_estimators=40, max_depth=3).fit(X, y)
+    model = paper_gbfs(feature_penalty=0.25, n_estimators=40, max_depth=3).fit(X, y)
     full = model.decision_function(X)
     assert len(model.selected_features_) >= 3
     np.testing.assert_array_equal(
@@ -149,9 +157,10 @@ def test_anytime_prediction_uses_the_longest_allowed_prefix(task):
 def test_predictions_labels_probabilities_and_sparse_input(task):
     X, y, _ = task
     labels = np.where(y == 1, 8, 3)
-    model = GBFS(**PAPER, n_estimators=30, max_depth=3, learning_rate=0.5).fit(sp.csr_matrix(X), labels)
+    model = paper_gbfs(n_estimators=30, max_depth=3, learning_rate=0.5)
+    model = model.fit(sp.csr_matrix(X), labels)
     np.testing.assert_array_equal(model.classes_, [3, 8])
-    dense = GBFS(**PAPER, n_estimators=30, max_depth=3, learning_rate=0.5).fit(X, labels)
+    dense = paper_gbfs(n_estimators=30, max_depth=3, learning_rate=0.5).fit(X, labels)
     np.testing.assert_array_equal(model.tree_value_, dense.tree_value_)
     proba = model.predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
@@ -163,7 +172,7 @@ def test_predictions_labels_probabilities_and_sparse_input(task):
 
 def test_deterministic_for_a_seed(task):
     X, y, _ = task
-    fits = [GBFS(**PAPER, subsample=0.5, random_state=s, n_estimators=15).fit(X, y) for s in (7, 7, 8)]
+    fits = [paper_gbfs(subsample=0.5, random_state=s, n_estimators=15).fit(X, y) for s in (7, 7, 8)]
     np.testing.assert_array_equal(fits[0].tree_value_, fits[1].tree_value_)
     np.testing.assert_array_equal(fits[0].tree_feature_, fits[1].tree_feature_)
     assert not np.array_equal(fits[0].tree_value_, fits[2].tree_value_)
@@ -172,7 +181,7 @@ def test_deterministic_for_a_seed(task):
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
 def test_state_round_trip_is_bit_exact(task, loss):
     X, y, _ = task
-    model = GBFS(**PAPER, loss=loss, feature_penalty=0.3, n_estimators=20,
+    model = paper_gbfs(loss=loss, feature_penalty=0.3, n_estimators=20,
                  feature_costs=np.arange(1.0, 13.0), learning_rate=0.1 + 1e-17 * 3,
                  random_state=5, subsample=0.9).fit(X, y)
     clone = GBFS.from_bytes(model.to_bytes())
@@ -192,18 +201,18 @@ def test_state_round_trip_is_bit_exact(task, loss):
 def test_invalid_input_is_rejected(task):
     X, y, _ = task
     with pytest.raises(ValueError, match="infinite"):
-        GBFS(**PAPER).fit(np.where(X > 0.9, np.inf, X), y)
+        paper_gbfs().fit(np.where(X > 0.9, np.inf, X), y)
     with pytest.raises(ValueError, match="2 numeric classes"):
-        GBFS(**PAPER).fit(X, np.arange(len(y)) % 3)
+        paper_gbfs().fit(X, np.arange(len(y)) % 3)
     with pytest.raises(ValueError, match="feature_costs"):
-        GBFS(**PAPER, feature_costs=np.ones(3)).fit(X, y)
+        paper_gbfs(feature_costs=np.ones(3)).fit(X, y)
     with pytest.raises(ValueError, match="split_gain"):
-        GBFS(**PAPER, split_gain="exact").fit(X, y)
+        paper_gbfs(split_gain="exact").fit(X, y)
     with pytest.raises(ValueError, match="leaf_values='newton'"):
-        GBFS(**PAPER, split_gain="newton", leaf_values="mean").fit(X, y)
+        paper_gbfs(split_gain="newton", leaf_values="mean").fit(X, y)
     with pytest.raises(ValueError, match="reg_lambda"):
-        GBFS(**PAPER, reg_lambda=-1.0).fit(X, y)
-    model = GBFS(**PAPER, n_estimators=2).fit(X, y)
+        paper_gbfs(reg_lambda=-1.0).fit(X, y)
+    model = paper_gbfs(n_estimators=2).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         model.predict(X[:, :5])
 
@@ -212,7 +221,7 @@ def test_a_state_without_a_parameter_is_refused(task):
     """Every parameter is in the state (states older than reg_lambda, split_gain and
     min_child_hessian were never stored by the service: they are not read)."""
     X, y, _ = task
-    model = GBFS(**PAPER, feature_penalty=0.3, n_estimators=10).fit(X, y)
+    model = paper_gbfs(feature_penalty=0.3, n_estimators=10).fit(X, y)
     for name in ("reg_lambda", "split_gain", "feature_penalty"):
         state = model.state_dict()
         del state[name]
@@ -222,9 +231,9 @@ def test_a_state_without_a_parameter_is_refused(task):
 
 def test_the_deprecated_spellings_warn_and_mean_the_same(task):
     X, y, _ = task
-    model = GBFS(**PAPER, feature_penalty=0.3, n_estimators=10, feature_groups=GROUPS).fit(X, y)
+    model = paper_gbfs(feature_penalty=0.3, n_estimators=10, feature_groups=GROUPS).fit(X, y)
     with pytest.warns(DeprecationWarning, match="mu"):
-        old = GBFS(**PAPER, mu=0.3, n_estimators=10, feature_groups=GROUPS).fit(X, y)
+        old = paper_gbfs(mu=0.3, n_estimators=10, feature_groups=GROUPS).fit(X, y)
     assert old.get_params() == model.get_params()
     with pytest.warns(DeprecationWarning, match="mu"):
         assert old.mu == 0.3
@@ -235,7 +244,7 @@ def test_the_deprecated_spellings_warn_and_mean_the_same(task):
             old_way = method(X, computed=[2, 3])
         np.testing.assert_array_equal(old_way, method(X, computed_groups=[2]))
     with pytest.raises(TypeError, match="not both"):
-        GBFS(**PAPER, mu=1.0, feature_penalty=2.0)
+        paper_gbfs(mu=1.0, feature_penalty=2.0)
 
 
 # ------------------------------------------------------------------------ feature groups
@@ -271,8 +280,8 @@ def test_singleton_groups_give_the_feature_cost_trees_bit_for_bit(task, loss, le
     perm = np.random.default_rng(0).permutation(X.shape[1])  # group k is feature perm[k]
     params = dict(loss=loss, leaf_values=leaf_values, feature_penalty=0.4, n_estimators=25,
                   max_depth=3, subsample=0.8, random_state=2)
-    plain = GBFS(**PAPER, feature_costs=costs, **params).fit(X, target)
-    grouped = GBFS(**PAPER, feature_groups=[[int(f)] for f in perm], group_costs=costs[perm],
+    plain = paper_gbfs(feature_costs=costs, **params).fit(X, target)
+    grouped = paper_gbfs(feature_groups=[[int(f)] for f in perm], group_costs=costs[perm],
                    **params).fit(X, target)
     for name in ("tree_feature_", "tree_threshold_", "tree_value_", "tree_split_value_",
                  "train_loss_", "selected_features_", "feature_entry_iteration_"):
@@ -297,7 +306,7 @@ def test_grouped_fit_equals_the_oracle(task, loss, extra):
     mu = 0.3 if loss == "logistic" else 0.1
     params = dict(n_estimators=8, learning_rate=0.3, max_depth=3, max_bins=12, feature_penalty=mu,
                   min_samples_leaf=2, **extra)
-    model = GBFS(**PAPER, loss=loss, feature_groups=GROUPS, group_costs=GROUP_COSTS, **params)
+    model = paper_gbfs(loss=loss, feature_groups=GROUPS, group_costs=GROUP_COSTS, **params)
     model.fit(X, target)
     feats, thresholds, values, scores = naive_gbfs(X, target, loss=loss, groups=GROUPS,
                                                    group_costs=GROUP_COSTS, **params)
@@ -328,8 +337,8 @@ def test_a_used_group_makes_its_other_features_free(depth, n_trees, free_node):
     y = 10 * X[:, 0] + X[:, 1] + 1.2 * X[:, 2]
     params = dict(loss="squared", n_estimators=n_trees, learning_rate=1.0, max_depth=depth,
                   feature_penalty=15.0)
-    grouped = GBFS(**PAPER, feature_groups=[[0, 1], [2]], group_costs=[5.0, 2.0], **params).fit(X, y)
-    per_feature = GBFS(**PAPER, feature_costs=[5.0, 5.0, 2.0], **params).fit(X, y)
+    grouped = paper_gbfs(feature_groups=[[0, 1], [2]], group_costs=[5.0, 2.0], **params).fit(X, y)
+    per_feature = paper_gbfs(feature_costs=[5.0, 5.0, 2.0], **params).fit(X, y)
     t, j = free_node
     assert grouped.tree_feature_[0, 0] == per_feature.tree_feature_[0, 0] == 0
     assert grouped.tree_feature_[t, j] == 1 and per_feature.tree_feature_[t, j] == 2
@@ -344,7 +353,7 @@ def test_grouped_state_round_trip_is_bit_exact(task, loss):
     X, y, _ = task
     costs = np.array([0.1 + 3e-17, 1 / 3, 2.0**-30, 7.0, np.nextafter(1.5, 2.0)])
     groups = [[0, 5, 7], [1], [3, 2], [10, 9, 4, 8], [6, 11]]  # members kept in given order
-    model = GBFS(**PAPER, loss=loss, feature_penalty=0.3, n_estimators=20, feature_groups=groups,
+    model = paper_gbfs(loss=loss, feature_penalty=0.3, n_estimators=20, feature_groups=groups,
                  group_costs=costs, random_state=5, subsample=0.9).fit(X, y)
     state = model.state_dict()
     np.testing.assert_array_equal(state["feature_groups_members"], sum(groups, []))
@@ -373,7 +382,7 @@ def test_grouped_state_round_trip_is_bit_exact(task, loss):
 
 def test_state_without_groups_loads_with_singleton_groups(task):
     X, y, _ = task
-    model = GBFS(**PAPER, feature_penalty=0.3, n_estimators=15).fit(X, y)
+    model = paper_gbfs(feature_penalty=0.3, n_estimators=15).fit(X, y)
     state = model.state_dict()
     assert not {"feature_groups_members", "feature_groups_sizes", "group_costs"} & set(state)
     clone = GBFS.from_state_dict(state)
@@ -399,12 +408,12 @@ def test_state_without_groups_loads_with_singleton_groups(task):
 def test_invalid_groups_are_rejected(task, kwargs, match):
     X, y, _ = task
     with pytest.raises(ValueError, match=match):
-        GBFS(**PAPER, n_estimators=2, **kwargs).fit(X, y)
+        paper_gbfs(n_estimators=2, **kwargs).fit(X, y)
 
 
 def test_group_prefix_and_next_group_follow_the_trees(task):
     X, y, _ = task
-    model = GBFS(**PAPER, feature_penalty=0.15, n_estimators=40, max_depth=3, feature_groups=GROUPS,
+    model = paper_gbfs(feature_penalty=0.15, n_estimators=40, max_depth=3, feature_groups=GROUPS,
                  group_costs=GROUP_COSTS).fit(X, y)
     T = model.tree_feature_.shape[0]
     assert len(model.selected_groups_) >= 3 and model.group_entry_iteration_[-1] > 0
@@ -441,7 +450,7 @@ def test_group_prefix_and_next_group_follow_the_trees(task):
 
 def test_next_group_without_groups_is_a_feature(task):
     X, y, _ = task
-    model = GBFS(**PAPER, feature_penalty=0.25, n_estimators=30, max_depth=3).fit(X, y)
+    model = paper_gbfs(feature_penalty=0.25, n_estimators=30, max_depth=3).fit(X, y)
     for k in range(len(model.selected_features_) + 1):
         computed = set(model.selected_features_[:k].tolist())
         assert model.n_trees_for_groups(computed) == model.n_trees_for(computed)
