@@ -213,7 +213,8 @@ def parse_json_examples(document, n_features: int, hasher: Hasher | None, *,
                 raise item_error(f"label {label!r} is not -1 or +1", item=i, field="label")
             labels[i] = int(label)
         if "features" in item:
-            indices, values = _hash_features(item["features"], i, hasher, names)
+            indices, values = _hash_features(item["features"], i, hasher, names,
+                                             for_log=require_labels)
             index_lists.append(np.array(indices, dtype=np.int64))
             value_lists.append(np.array(values, dtype=np.float64))
             lengths[i] = len(indices)
@@ -263,8 +264,17 @@ def _item_array(numbers: list, item: int, field_name: str, *, integral: bool) ->
     raise item_error("has an unsupported element type", item=item, field=field_name)
 
 
-def _hash_features(features, item: int, hasher: Hasher | None,
-                   names: dict[int, str]) -> tuple[list[int], list[float]]:
+def _shown(text: str, limit: int = 48) -> str:
+    """``text`` for an error message: its first ``limit`` characters and how many more."""
+    return text if len(text) <= limit else f"{text[:limit]}...(+{len(text) - limit})"
+
+
+def _hash_features(features, item: int, hasher: Hasher | None, names: dict[int, str], *,
+                   for_log: bool = True) -> tuple[list[int], list[float]]:
+    """One item's named features -> (hashed indices, values); its names join ``names``.
+    ``for_log``: the names go in the log entry, so the limits the fold reads them with
+    (:data:`service.wire.MAX_NAME_CHARS`, :data:`service.wire.MAX_NAMES`) are checked here,
+    before the append (the fold would refuse the whole entry)."""
     if hasher is None:
         raise item_error("named features need a model created with hash_bits", item=item,
                          field="features")
@@ -281,9 +291,20 @@ def _hash_features(features, item: int, hasher: Hasher | None,
                     not abs(value) < MAX_ABS_VALUE:
                 raise item_error(f"value {value!r} is not a finite number with |x| < 2^50",
                                  item=item, field=f"features.{namespace}.{name}")
+            full = f"{namespace}^{name}"
+            if for_log and len(full) > wire.MAX_NAME_CHARS:
+                raise item_error(
+                    f"feature name of {len(full):,} characters (namespace^name); at most "
+                    f"{wire.MAX_NAME_CHARS:,} characters", item=item,
+                    field=f"features.{_shown(namespace)}.{_shown(name)}")
             index = hasher(namespace, name)
             merged[index] = merged.get(index, 0.0) + float(value)  # collisions add up (VW)
-            names.setdefault(index, f"{namespace}^{name}")
+            names.setdefault(index, full)
+    if for_log and len(names) > wire.MAX_NAMES:
+        raise item_error(f"the request names more than {wire.MAX_NAMES:,} distinct features "
+                         f"(hashed indices) by this item; at most {wire.MAX_NAMES:,} per "
+                         "request: send fewer examples per request", item=item,
+                         field="features")
     return list(merged), list(merged.values())
 
 

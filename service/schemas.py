@@ -17,7 +17,7 @@ from algorithms.online import LEARNERS
 # one line, algorithms/README.md) is an algorithm of POST /v1/models.
 ALGORITHMS = tuple(LEARNERS)
 ANYTIME_ALGORITHMS = METHODS  # every sequencing method of AnytimeLinearModel
-BATCH_ALGORITHMS = ANYTIME_ALGORITHMS + ("gbfs", "nvsd")
+BATCH_ALGORITHMS = ANYTIME_ALGORITHMS + ("gbfs", "nvsd", "auto")
 ALL_ALGORITHMS = ALGORITHMS + BATCH_ALGORITHMS
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$"
@@ -104,7 +104,8 @@ class ModelCreate(BaseModel):
 
     @property
     def family(self) -> str:
-        """``online``, ``anytime``, ``gbfs`` or ``nvsd``."""
+        """``online``, ``anytime``, ``gbfs``, ``nvsd`` or ``auto`` (an anytime sequence and
+        GBFS, each computed set answered by the better: ``algorithms.per_set``)."""
         if self.algorithm in ALGORITHMS:
             return "online"
         return "anytime" if self.algorithm in ANYTIME_ALGORITHMS else self.algorithm

@@ -234,7 +234,8 @@ def warm_all(report: Callable[[str], None] | None = None) -> dict[str, str]:
             batch += [("gbfs", "regression", {"n_estimators": 3}),
                       ("gbfs", "classification", {"n_estimators": 3}),
                       ("nvsd", "regression", None),
-                      ("nvsd", "regression", {"estimator": "plain"})]
+                      ("nvsd", "regression", {"estimator": "plain"}),
+                      ("auto", "classification", {"gbfs_params": {"n_estimators": 3}})]
             for algorithm, task, params in batch:
                 started = time.perf_counter()
                 failure = _warm_batch(client, algorithm, rng, task, params)

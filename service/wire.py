@@ -231,7 +231,8 @@ def sentinel_url(url: str) -> dict | None:
             "password": urllib.parse.unquote(password) or None}
 
 
-MAX_NAMES = 100_000
+MAX_NAMES = 100_000  # distinct named indices per log entry (one request)
+MAX_NAME_CHARS = 1024  # characters of one "namespace^name"
 
 
 # Idempotent append. KEYS: the model's idempotency hash (key -> ids) and its time index
@@ -290,7 +291,7 @@ def decode_names(raw, n_features: int) -> dict[int, str]:
     out = {}
     for key, value in document.items():
         if not (key.isdigit() and int(key) < n_features and isinstance(value, str)
-                and len(value) <= 1024):
+                and len(value) <= MAX_NAME_CHARS):
             raise WireFormatError(f"names entry {key!r}: {value!r} is not index -> name")
         out[int(key)] = value
     return out

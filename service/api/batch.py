@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
@@ -64,6 +66,9 @@ async def next_group(model: str, request: Request, manager: Manager,
         raise MalformedBodyError(f"body is not valid JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise item_error("body must be an object", field="body")
+    served = host.served
+    if served is not None and served.slow_answers:  # may measure new sets: off the loop
+        return await asyncio.to_thread(manager.batch.next, host, document)
     return manager.batch.next(host, document)
 
 

@@ -102,7 +102,8 @@ async def predict(model: str, request: Request, manager: Manager,
     if not isinstance(document, dict) or not isinstance(document.get("examples"), list):
         raise item_error("body must be {\"examples\": [...]}", field="examples")
     if isinstance(host, BatchHost):
-        if len(document["examples"]) > 256:
+        served = host.served
+        if len(document["examples"]) > 256 or (served is not None and served.slow_answers):
             payload = await asyncio.to_thread(manager.batch.predict, host, document)
         else:
             payload = manager.batch.predict(host, document)

@@ -36,6 +36,11 @@ def build_estimator(family: str, algorithm: str, task: str, layout: BatchLayout,
         loss = "logistic" if task == "classification" else "squared"
         return GBFS(loss=loss, feature_groups=[g.tolist() for g in layout.groups],
                     group_costs=layout.costs, **kwargs)
+    if family == "auto":
+        from algorithms.per_set import PerSetChoice
+
+        return PerSetChoice(groups=[g.tolist() for g in layout.groups], costs=layout.costs,
+                            task=task, **kwargs)
     from algorithms.nvsd import NVSD, RelaxedNVSD
 
     groups = [g.tolist() for g in layout.groups]
@@ -80,10 +85,15 @@ def fit(family: str, algorithm: str, task: str, layout: BatchLayout, params: Bat
     def scaled(fraction: float) -> None:  # the fit itself is 5%..90% of the job
         progress(0.05 + 0.85 * fraction)
 
-    if family == "gbfs":
+    if family == "gbfs":  # early stopping holds out its own rows: validation stays unseen
         model = estimator.fit(X, y, progress=scaled)
         progress(0.9)
         return model, _gbfs_metrics(model, layout, task, X, y, validation)
+    if family == "auto":
+        held = {} if validation is None else {"X_val": validation[0], "y_val": validation[1]}
+        model = estimator.fit(X, y, progress=scaled, **held)
+        progress(0.9)
+        return model, _auto_metrics(model, layout)
     if params.estimator == "relaxed" and validation is not None:
         model = estimator.fit(X, y, validation=validation, progress=scaled)
     elif params.estimator == "relaxed":
@@ -105,36 +115,75 @@ def _anytime_metrics(model, layout: BatchLayout) -> dict[str, Any]:
             [float(v) for v in validation]}
 
 
-def prefix_losses(model, task: str, X: np.ndarray, y: np.ndarray) -> dict[str, list[float]]:
-    """Per tree prefix (0..T trees) on ``(X, y)``: error rate and log-loss
-    (classification) or RMSE and explained variance (regression). O(n·T·depth)."""
-    scores = [np.full(len(y), model.base_score_)] + list(model.staged_decision_function(X))
-    if task == "classification":
-        positive = y > 0
-        error, log_loss = [], []
-        for s in scores:
-            error.append(float(np.mean((s > 0) != positive)))
-            margin = np.where(positive, s, -s)
-            log_loss.append(float(np.mean(np.logaddexp(0.0, -margin))))
-        return {"error": error, "log_loss": log_loss}
-    var = float(np.var(y))
-    rmse, ev = [], []
-    for s in scores:
-        mse = float(np.mean((y - s) ** 2))
-        rmse.append(float(np.sqrt(mse)))
-        ev.append(1.0 - mse / var if var > 0 else 0.0)
-    return {"rmse": rmse, "explained_variance": ev}
+FIGURE_NAMES = {"regression": ("explained_variance", "rmse"),
+                "classification": ("error", "log_loss")}
+TRAIN_ROWS = 5000  # training rows the curves of a GBFS version are measured on, at most
+
+
+def set_figures(score, rows: tuple[np.ndarray, np.ndarray], task: str, layout: BatchLayout):
+    """:class:`~algorithms.per_set.figures.SetFigures` of ``score(X, S)`` on ``rows``."""
+    from algorithms.per_set.figures import SetFigures
+
+    return SetFigures(score, rows[0], rows[1], task=task, groups=layout.groups,
+                      costs=layout.costs)
+
+
+def curve(figures, order: list[int], task: str) -> dict[str, list[float]]:
+    """The figures of every prefix of ``order`` (0..J groups) by name."""
+    names = FIGURE_NAMES[task]
+    prefixes = [figures.figures(order[:j]) for j in range(len(order) + 1)]
+    return {name: [float(getattr(f, name)) for f in prefixes] for name in names}
+
+
+def greedy_order(figures, n_groups: int) -> list[int]:
+    """Groups in the order of ``figures.next_group`` from the empty set (the greedy
+    sequence of validation gain per unit cost). O(J²) figures, each cached."""
+    order: list[int] = []
+    while (step := figures.next_group(order)) is not None:
+        order.append(int(step[0]))
+    return order + [g for g in range(n_groups) if g not in order]
 
 
 def _gbfs_metrics(model, layout: BatchLayout, task: str, X, y, validation) -> dict[str, Any]:
-    metrics: dict[str, Any] = {
-        "selected_groups": [layout.group_names[int(g)] for g in model.selected_groups_],
-        "group_entry_tree": [int(t) for t in model.group_entry_iteration_],
-        "n_trees": int(model.tree_feature_.shape[0]),
-        "train": prefix_losses(model, task, X, y)}
-    metrics["validation"] = None if validation is None else \
-        prefix_losses(model, task, *validation)
-    return metrics
+    """The version's trees and its greedy sequence of groups with each prefix's figures:
+    ordered by validation gain per unit cost when rows are held out, else by the training
+    split gain per unit cost; curves on the held-out rows and on (up to ``TRAIN_ROWS``)
+    training rows, every tree answering with the other groups missing."""
+    def score(rows: np.ndarray, S) -> np.ndarray:
+        return model.decision_function(rows, computed_groups=S)
+
+    step = max(1, len(y) // TRAIN_ROWS)
+    train = set_figures(score, (X[::step], y[::step]), task, layout)
+    held = None if validation is None else set_figures(score, validation, task, layout)
+    if held is not None:
+        order = greedy_order(held, layout.n_groups)
+    else:
+        order = []
+        while (g := model.next_group(order)) is not None:
+            order.append(int(g))
+    cumulative = np.cumsum([0.0] + [float(layout.costs[g]) for g in order])
+    return {"selected_groups": [layout.group_names[int(g)] for g in model.selected_groups_],
+            "group_entry_tree": [int(t) for t in model.group_entry_iteration_],
+            "n_trees": int(model.tree_feature_.shape[0]),
+            "sequence": [layout.group_names[g] for g in order],
+            "cumulative_cost": [float(c) for c in cumulative],
+            "train": curve(train, order, task),
+            "validation": None if held is None else curve(held, order, task)}
+
+
+def _auto_metrics(model, layout: BatchLayout) -> dict[str, Any]:
+    """PerSetChoice's combined greedy sequence, which half answers each prefix, and both
+    halves' validation curves along it."""
+    order = [int(g) for g in model.sequence_]
+    task = model.task
+    halves = {half: curve(model.half_figures(half), order, task) for half in ("anytime", "gbfs")}
+    return {"sequence": [layout.group_names[g] for g in order],
+            "cumulative_cost": [float(c) for c in model.cumulative_cost_],
+            "answered_by": list(model.sequence_half_),
+            "validation": {name: [halves[half][name][j]
+                                  for j, half in enumerate(model.sequence_half_)]
+                           for name in FIGURE_NAMES[task]},
+            "validation_by_half": halves}
 
 
 def _rmse(prediction: np.ndarray, y: np.ndarray) -> float:

@@ -27,9 +27,11 @@ SERVICE_PARAMS = ("validation_fraction", "retrain_every_examples", "retrain_ever
 # the estimator's own keywords that the service sets from the spec
 _RESERVED = {"anytime": {"groups", "costs", "method"},
              "gbfs": {"loss", "feature_costs", "feature_groups", "group_costs"},
-             "nvsd": {"groups", "validation_fraction"}}
-_DEFAULT_POLICY = {"anytime": (10_000, 60.0), "gbfs": (None, None), "nvsd": (None, None)}
-_DEFAULT_WINDOW = {"gbfs": 5000, "nvsd": 200}
+             "nvsd": {"groups", "validation_fraction"},
+             "auto": {"groups", "costs", "task"}}
+_DEFAULT_POLICY = {"anytime": (10_000, 60.0), "gbfs": (None, None), "nvsd": (None, None),
+                   "auto": (None, None)}
+_DEFAULT_WINDOW = {"gbfs": 5000, "nvsd": 200, "auto": 5000}
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def split_params(spec: ModelCreate) -> BatchParams:
                          field="params.retrain_every_seconds")
     window = None
     raw_window = params.pop("window", None)
-    if family in ("gbfs", "nvsd"):
+    if family in _DEFAULT_WINDOW:
         window = _window(raw_window, _DEFAULT_WINDOW[family])
     elif raw_window is not None:
         raise item_error("anytime models keep sufficient statistics of every example, not a "
@@ -152,7 +154,8 @@ def split_params(spec: ModelCreate) -> BatchParams:
 
 def _window_names(family: str) -> set[str]:
     """The service's parameters beyond the first three, for this family."""
-    return {"gbfs": {"window"}, "nvsd": {"window", "estimator"}}.get(family, set())
+    return {"gbfs": {"window"}, "nvsd": {"window", "estimator"},
+            "auto": {"window"}}.get(family, set())
 
 
 def _window(raw, default_size: int) -> Window:
@@ -178,11 +181,14 @@ def _estimator_classes(spec: ModelCreate, estimator: str | None) -> list[type]:
     from algorithms.anytime import AnytimeLinearModel
     from algorithms.gbfs import GBFS
     from algorithms.nvsd import NVSD, RelaxedNVSD
+    from algorithms.per_set import PerSetChoice
 
     if spec.family == "anytime":
         return [AnytimeLinearModel]
     if spec.family == "gbfs":
         return [GBFS]
+    if spec.family == "auto":
+        return [PerSetChoice]
     return [NVSD, RelaxedNVSD] if estimator == "relaxed" else [NVSD]
 
 
@@ -224,16 +230,24 @@ def memory_bytes(spec: ModelCreate, params: BatchParams) -> int:
 
     anytime: training + validation statistics (2 D² floats), the fit's standardized ``C`` and
     the artifact's copy (2 D²), the prefix weights (J·D), for classification the held-out
-    rows and the artifact's copy; gbfs: the windows (N + N_val)·D
-    floats and their bin codes; nvsd: the windows plus the (nD)² kernel-derivative blocks."""
+    rows and the artifact's copy; gbfs: the windows (N + N_val)·D floats, their bin codes
+    with the masked copies and the held-out rows in the artifact; auto: gbfs's plus
+    anytime's; nvsd: the windows plus the (nD)² kernel-derivative blocks."""
     D, J = spec.dimension, len(spec.groups)
     if spec.family == "anytime":
         held_out = 2 * 8 * held_out_capacity(D) * D if spec.task == "classification" else 0
         return 8 * (4 * D * D + (J + 1) * D) + held_out
     window = params.window
     rows = window.size + validation_size(window, params.validation_fraction)
-    if spec.family == "gbfs":
-        return 9 * rows * D + 16 * rows
+    own = params.algorithm if spec.family == "gbfs" else \
+        (params.algorithm.get("gbfs_params") or {})
+    copies = own.get("masked_copies", 4) if isinstance(own, dict) else 4
+    masked = 1 + (copies if isinstance(copies, int) and 0 <= copies <= 64 else 4)
+    if spec.family == "gbfs":  # windows, their bin codes with the masked copies, the artifact
+        return 9 * rows * D + 16 * rows + masked * window.size * D + 8 * rows * D
+    if spec.family == "auto":  # the gbfs part, the anytime statistics and refit matrices
+        return 9 * rows * D + 16 * rows + masked * window.size * D + 8 * rows * D + \
+            8 * (4 * D * D + (J + 1) * D)
     nd = window.size * D
     return 8 * rows * D + 8 * 3 * nd * nd
 

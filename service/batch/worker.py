@@ -354,6 +354,7 @@ class BatchFold:
         await self.save_job(job)
         with self.lock:
             training, validation = self.state.training_copy()
+            held_out = self.state.held_out_copy()
             through, examples = self.state.applied_id, self.state.examples
         self.last_retrain_examples, self.last_retrain_time = examples, time.monotonic()
 
@@ -384,7 +385,8 @@ class BatchFold:
                     "validation_examples": job["validation_examples"],
                     "trained_through": through, "metrics": fit_metrics}
             stats = validation if spec.family == "anytime" else None
-            blob = await asyncio.to_thread(artifacts.pack, model, stats, meta)
+            blob = await asyncio.to_thread(artifacts.pack, model, stats, meta,
+                                           artifacts.held_out_for(spec.family, held_out))
             owner = self.process_id if self.storage.shared else None
             if not await self.storage.publish_artifact(self.name, version, blob,
                                                        json.dumps(meta).encode(), owner=owner):
