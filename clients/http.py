@@ -119,9 +119,11 @@ class ModelInfo:
 @dataclass
 class BudgetedPrediction:
     """``POST /predict`` of a batch model. ``predictions`` (and ``labels`` /
-    ``probabilities`` of classification) have one entry per example; ``groups_used``,
-    ``cost``, ``expected_explained_variance`` and ``next_group`` are single values when every
-    example had the same computed set, else per-example lists. ``next_group`` is
+    ``probabilities`` of classification, calibrated) have one entry per example;
+    ``groups_used``, ``cost``, the expected figures (``expected_explained_variance``, and for
+    classification ``expected_error`` / ``expected_log_loss``), ``answered_by`` (``auto``
+    models: "anytime" or "gbfs") and ``next_group`` are single values when every example had
+    the same computed set, else per-example lists. ``next_group`` is
     ``{"name", "cost", "expected_gain"}`` or None; family-specific extras
     (``expected_on``, ``trees_used``, ``expected_rmse``, ...) are in ``raw``."""
 
@@ -134,12 +136,16 @@ class BudgetedPrediction:
     next_group: dict[str, Any] | None | list[dict[str, Any] | None]
     labels: list[int] | None = None
     probabilities: list[float] | None = None
+    expected_error: float | None | list[float | None] = None
+    expected_log_loss: float | None | list[float | None] = None
+    answered_by: str | None | list[str | None] = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BudgetedPrediction:
         names = ("model", "version", "predictions", "groups_used", "cost",
-                 "expected_explained_variance", "next_group", "labels", "probabilities")
+                 "expected_explained_variance", "next_group", "labels", "probabilities",
+                 "expected_error", "expected_log_loss", "answered_by")
         return cls(**{k: data.get(k) for k in names}, raw=data)
 
 

@@ -186,7 +186,8 @@ def test_retrain_killed_midway_keeps_serving_and_is_retried(redis_url, tmp_path)
     wait_served(url, 1)
     # make the next fit slow, then kill the worker while it runs
     client = redis.Redis.from_url(redis_url)
-    slow = dict(body, params={**body["params"], "n_estimators": 3000, "max_depth": 5})
+    slow = dict(body, params={**body["params"], "n_estimators": 3000, "max_depth": 5,
+                              "early_stopping_rounds": None})
     client.hset(wire.MODELS_KEY, "d", ModelCreate(**slow).model_dump_json())
     kill(worker)
     worker = start_worker(env, tmp_path)
