@@ -1,13 +1,18 @@
-"""The anytime-curve page in a real headless browser (Debian's chromium): it loads without
-console errors, shows the sequence, and its screenshot holds the plotted curve."""
+"""The sequence pages in a real headless browser (Debian's chromium), for every family: they
+load without console errors, never print a Python None, plot the family's figure with nice
+ticks on both axes and the legend outside the plot area, list every figure with headers
+that say each word once; the screenshot holds the plotted curves."""
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import httpx
@@ -20,6 +25,43 @@ from tests.service.test_crash import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN, VALIDATION = (0x1F, 0x77, 0xB4), (0xD6, 0x27, 0x28)  # the page's series colors
+ANYTIME_HALF, GBFS_HALF = (0x7B, 0x3F, 0xB5), (0x2C, 0xA0, 0x2C)
+FREE_GROUPS = [dict(group, cost=0.0) for group in DIABETES_GROUPS]
+WINDOW = {"window": {"kind": "newest", "size": 300}}
+TREES = {"n_estimators": 20, "max_depth": 3}
+
+# name -> (algorithm, task, params, groups)
+MODELS = {
+    "d": ("cs-g-omp", "regression", {}, DIABETES_GROUPS),
+    "anytime-class": ("cs-g-omp", "classification", {}, DIABETES_GROUPS),
+    "gbfs-reg": ("gbfs", "regression", {**TREES, **WINDOW}, DIABETES_GROUPS),
+    "gbfs-class": ("gbfs", "classification", {**TREES, **WINDOW}, DIABETES_GROUPS),
+    "auto-reg": ("auto", "regression", {"gbfs_params": TREES, **WINDOW}, DIABETES_GROUPS),
+    "auto-class": ("auto", "classification", {"gbfs_params": TREES, **WINDOW},
+                   DIABETES_GROUPS),
+    "nvsd": ("nvsd", "regression", {"window": {"kind": "reservoir", "size": 60, "seed": 7},
+                                    "nus": [1e-2], "n_taus": 3}, DIABETES_GROUPS),
+    "free": ("cs-g-omp", "regression", {}, FREE_GROUPS),
+}
+# name -> (plotted series, y axis label, headers the table must have)
+EXPECTED = {
+    "d": ({"train", "validation"}, "explained variance", {"explained variance"}),
+    "anytime-class": ({"validation"}, "validation error",
+                      {"error", "log-loss", "explained variance"}),
+    "gbfs-reg": ({"train", "validation"}, "explained variance",
+                 {"explained variance", "RMSE", "trees used"}),
+    "gbfs-class": ({"train", "validation"}, "error", {"error", "log-loss", "trees used"}),
+    "auto-reg": ({"combined validation", "anytime-validation", "gbfs-validation"},
+                 "validation explained variance",
+                 {"answered by", "combined validation", "anytime half validation",
+                  "gbfs half validation", "explained variance", "RMSE"}),
+    "auto-class": ({"combined validation", "anytime-validation", "gbfs-validation"},
+                   "validation error",
+                   {"answered by", "combined validation", "anytime half validation",
+                    "gbfs half validation", "error", "log-loss"}),
+    "nvsd": ({"validation"}, "validation RMSE", {"validation", "RMSE"}),
+    "free": ({"train", "validation"}, "explained variance", {"explained variance"}),
+}
 
 
 def chromium() -> str:
@@ -39,19 +81,134 @@ def browse(url: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
-def series_pixels(png: Path) -> dict[str, int]:
+def dump(url: str, tmp_path: Path) -> str:
+    """The page's DOM as chromium built it; fails on any console error."""
+    result = browse(url, tmp_path, "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    console = [line for line in result.stderr.splitlines() if "CONSOLE" in line
+               or "Uncaught" in line or "Failed to load resource" in line]
+    assert not console, console
+    return result.stdout
+
+
+def color_pixels(png: Path, colors: dict[str, tuple[int, int, int]]) -> dict[str, int]:
     from PIL import Image
 
     image = np.asarray(Image.open(png).convert("RGB")).astype(int)
     out = {}
-    for name, color in (("train", TRAIN), ("validation", VALIDATION)):
+    for name, color in colors.items():
         distance = np.abs(image - np.array(color)).sum(axis=2)
         out[name] = int(np.count_nonzero(distance < 40))
     return out
 
 
+def series_pixels(png: Path) -> dict[str, int]:
+    return color_pixels(png, {"train": TRAIN, "validation": VALIDATION})
+
+
+def svg_of(dom: str) -> ET.Element:
+    """The curve's SVG from the DOM, parsed, with the namespace taken off the tags."""
+    match = re.search(r'<svg id="curve".*?</svg>', dom, re.S)
+    assert match, "no curve on the page"
+    root = ET.fromstring(match.group(0))
+    for element in root.iter():
+        element.tag = element.tag.rsplit("}", 1)[-1]
+    return root
+
+
+def classes(element: ET.Element) -> set[str]:
+    return set(element.get("class", "").split())
+
+
+def box(element: ET.Element) -> tuple[float, float, float, float]:
+    """(x0, y0, x1, y1) of a rect."""
+    x, y = float(element.get("x")), float(element.get("y"))
+    return x, y, x + float(element.get("width")), y + float(element.get("height"))
+
+
+def headers(dom: str) -> list[str]:
+    """Every header cell's text of the sequence table, and each figure's group header
+    joined to its metric header (what the column says in all)."""
+    table = re.search(r'<table id="sequence">(.*?)</table>', dom, re.S).group(1)
+    rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+    cells = []
+    for row in rows[:2]:
+        for attributes, text in re.findall(r"<th([^>]*)>(.*?)</th>", row, re.S):
+            span = re.search(r'colspan="(\d+)"', attributes)
+            cells.append((re.sub(r"<[^>]+>", " ", text).split(), "group" in attributes,
+                          int(span.group(1)) if span else 1))
+    out = [" ".join(words) for words, _, _ in cells]
+    groups = [(words, span) for words, grouped, span in cells if grouped]
+    metrics = [words for words, _, _ in cells[len(cells) - sum(s for _, s in groups):]] \
+        if groups else []
+    k = 0
+    for words, span in groups:
+        for metric in metrics[k:k + span]:
+            out.append(" ".join(words + metric))
+        k += span
+    return out
+
+
+def assert_nice(labels: list[str]) -> None:
+    """Tick labels: evenly spaced multiples of a {1, 2, 2.5, 5} x 10^k step, written with
+    no more decimals than the step needs."""
+    assert len(labels) >= 2, labels
+    for label in labels:
+        assert re.fullmatch(r"-?\d{1,3}(,\d{3})*(\.\d+)?|-?\d+(\.\d+)?", label), labels
+    values = [float(label.replace(",", "")) for label in labels]
+    steps = np.diff(values)
+    step = float(steps[0])
+    assert step > 0 and np.allclose(steps, step, rtol=1e-9), labels
+    exponent = math.floor(math.log10(step) + 1e-9)
+    mantissa = step / 10.0 ** exponent
+    assert any(math.isclose(mantissa, m, rel_tol=1e-9) for m in (1, 2, 2.5, 5)), labels
+    for value, label in zip(values, labels, strict=True):
+        assert math.isclose(value / step, round(value / step), abs_tol=1e-9), labels
+        decimals = len(label.partition(".")[2])
+        assert decimals <= max(0, -exponent) + 1, labels
+
+
+def check_curve(svg: ET.Element) -> dict:
+    """Nice ticks on both axes; every curve inside the plot area; the legend outside it,
+    below the axes and their labels. Returns what was found."""
+    elements = list(svg.iter())
+    texts = {axis: [e.text for e in elements if e.tag == "text" and {"tick", axis} <=
+                    classes(e)] for axis in ("x", "y")}
+    assert_nice(texts["x"])
+    assert_nice(texts["y"])
+    plot = box(next(e for e in elements if "plot-area" in classes(e)))
+    legend = box(next(e for e in elements if e.tag == "rect" and "legend" in classes(e)))
+    paths = [e for e in elements if e.tag == "path" and "series" in classes(e)]
+    points = [e for e in elements if e.tag == "circle" and "point" in classes(e)]
+    margin = 6.0  # the widest stroke / marker reaches this far past its coordinates
+    for path in paths:
+        numbers = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", path.get("d"))]
+        for x, y in zip(numbers[::2], numbers[1::2], strict=True):
+            assert plot[0] - 0.1 <= x <= plot[2] + 0.1 and plot[1] - 0.1 <= y <= plot[3] + 0.1
+    for point in points:
+        x, y = float(point.get("cx")), float(point.get("cy"))
+        assert plot[0] - 0.1 <= x <= plot[2] + 0.1 and plot[1] - 0.1 <= y <= plot[3] + 0.1
+    reach = (plot[0] - margin, plot[1] - margin, plot[2] + margin, plot[3] + margin)
+    disjoint = legend[2] <= reach[0] or legend[0] >= reach[2] or legend[3] <= reach[1] or \
+        legend[1] >= reach[3]
+    assert disjoint, (legend, plot)
+    labels = [float(e.get("y")) for e in elements if e.tag == "text" and
+              classes(e) & {"tick", "axis-label"} and "y" not in classes(e)]
+    assert legend[1] > max(labels), "the legend overlaps the axis labels"
+    keys = [e for e in elements if e.tag == "line" and "key" in classes(e)]
+    assert len(keys) == len(paths)
+    for key in keys:
+        assert legend[0] <= float(key.get("x1")) and float(key.get("x2")) <= legend[2]
+        assert legend[1] <= float(key.get("y1")) <= legend[3]
+    return {"paths": paths, "points": points, "texts": texts, "plot": plot,
+            "axis": {e.get("class").split()[-1]: e.text for e in elements
+                     if "axis-label" in classes(e)}}
+
+
 @pytest.fixture(scope="module")
 def served_model(tmp_path_factory):
+    """A server with one trained model of every family and task (one whose groups all cost
+    0), and one never trained."""
     tmp_path = tmp_path_factory.mktemp("page")
     port = free_port()
     env = dict(os.environ, FEATUREBUDGET_DATA_DIR=str(tmp_path / "data"),
@@ -64,17 +221,26 @@ def served_model(tmp_path_factory):
     try:
         wait_ready(url, process)
         X, y = diabetes()
-        body = {"name": "d", "algorithm": "cs-g-omp", "groups": DIABETES_GROUPS,
+        labels = np.where(y > np.median(y), 1.0, -1.0)
+        for name, (algorithm, task, params, groups) in MODELS.items():
+            body = {"name": name, "algorithm": algorithm, "groups": groups, "task": task,
+                    "params": {**NO_POLICY, **params}}
+            response = httpx.post(f"{url}/v1/models", json=body)
+            assert response.status_code == 201, response.text
+            field, target = ("label", labels) if task == "classification" else ("target", y)
+            rows = named_examples(X, target, groups, 0, 442, field=field)
+            response = httpx.post(f"{url}/v1/models/{name}/examples?wait=true",
+                                  json={"examples": rows}, timeout=30)
+            assert response.status_code == 202, response.text
+            assert httpx.post(f"{url}/v1/models/{name}/retrain").status_code == 202
+        body = {"name": "untrained", "algorithm": "gbfs", "groups": DIABETES_GROUPS,
                 "params": NO_POLICY}
         assert httpx.post(f"{url}/v1/models", json=body).status_code == 201
-        rows = named_examples(X, y, DIABETES_GROUPS, 0, 442)
-        assert httpx.post(f"{url}/v1/models/d/examples?wait=true",
-                          json={"examples": rows}, timeout=30).status_code == 202
-        job = httpx.post(f"{url}/v1/models/d/retrain").json()
-        deadline = time.monotonic() + 60
-        while httpx.get(f"{url}/v1/models/d").json()["version"] != 1:
-            assert time.monotonic() < deadline, job
-            time.sleep(0.05)
+        deadline = time.monotonic() + 90
+        for name in MODELS:
+            while httpx.get(f"{url}/v1/models/{name}").json()["version"] != 1:
+                assert time.monotonic() < deadline, name
+                time.sleep(0.05)
         yield url, tmp_path
     finally:
         process.terminate()
@@ -83,20 +249,61 @@ def served_model(tmp_path_factory):
 
 def test_page_loads_without_console_errors_and_shows_the_sequence(served_model, tmp_path):
     url, _ = served_model
-    result = browse(f"{url}/v1/models/d/sequence.html", tmp_path, "--dump-dom")
-    assert result.returncode == 0, result.stderr[-2000:]
-    dom = result.stdout
+    dom = dump(f"{url}/v1/models/d/sequence.html", tmp_path)
     assert 'id="curve"' in dom and dom.count('class="point train"') == 5
     assert dom.count('class="point validation"') == 5
     sequence = httpx.get(f"{url}/v1/models/d/sequence").json()
     for row in sequence["prefixes"][1:]:
         assert f"<td class=\"name\">{row['name']}</td>" in dom or \
             f"<td class=name>{row['name']}</td>" in dom
-    console = [line for line in result.stderr.splitlines() if "CONSOLE" in line
-               or "Uncaught" in line or "Failed to load resource" in line]
-    assert not console, console
-    listing = browse(f"{url}/ui", tmp_path, "--dump-dom")
-    assert "/v1/models/d/sequence.html" in listing.stdout
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_family_plots_its_figure_with_nice_ticks_and_the_legend_outside(
+        served_model, tmp_path, name):
+    url, _ = served_model
+    dom = dump(f"{url}/v1/models/{name}/sequence.html", tmp_path)
+    assert "None" not in dom
+    curve = check_curve(svg_of(dom))
+    series, y_label, required = EXPECTED[name]
+    drawn = [" ".join(sorted(classes(p) - {"series"})) for p in curve["paths"]]
+    assert set(drawn) == series and len(drawn) == len(series), drawn
+    assert curve["axis"]["y"] == y_label
+    sequence = httpx.get(f"{url}/v1/models/{name}/sequence").json()["prefixes"]
+    for path in curve["paths"]:  # a marker at every prefix with the figure
+        marked = [p for p in curve["points"] if classes(p) == classes(path) - {"series"} |
+                  {"point"}]
+        assert len(marked) == len(sequence), path.get("class")
+    said = headers(dom)
+    for text in said:
+        words = text.lower().split()
+        assert len(words) == len(set(words)), f"doubled word in header {text!r}"
+    assert required <= set(said), said
+    if name == "free":  # every group is free: the x axis counts groups
+        assert curve["axis"]["x"].startswith("number of groups")
+        assert curve["texts"]["x"] == ["0", "1", "2", "3", "4"]
+        xs = sorted({float(p.get("cx")) for p in curve["points"]})
+        assert len(xs) == len(sequence) and xs[0] == curve["plot"][0]
+    else:
+        assert curve["axis"]["x"] == "cumulative cost"
+        xs = sorted({float(p.get("cx")) for p in curve["points"]})
+        assert len(xs) == len({row["cumulative_cost"] for row in sequence})
+    if name.startswith("auto"):  # three curves told apart by colour and dash
+        styles = {(p.get("stroke"), p.get("stroke-dasharray"), p.get("stroke-width"))
+                  for p in curve["paths"]}
+        assert len({s[0] for s in styles}) == 3 and len({s[1] for s in styles}) == 3
+        answered = re.findall(r"<td><span[^>]*>(anytime|gbfs)</span></td>", dom)
+        assert answered == [row["answered_by"] for row in sequence]
+
+
+def test_the_models_page_prints_no_none(served_model, tmp_path):
+    url, _ = served_model
+    dom = dump(f"{url}/ui", tmp_path)
+    assert "None" not in dom
+    for name in MODELS:
+        assert f"/v1/models/{name}/sequence.html" in dom
+    untrained = re.search(r"<tr><td class=\"name\">untrained</td>(.*?)</tr>", dom).group(1)
+    assert page.DASH in untrained and "sequence.html" not in untrained
 
 
 def test_screenshot_shows_both_curves(served_model, tmp_path):
@@ -108,15 +315,48 @@ def test_screenshot_shows_both_curves(served_model, tmp_path):
     assert pixels["train"] > 300 and pixels["validation"] > 300, pixels
 
 
+def test_screenshot_of_auto_shows_both_halves(served_model, tmp_path):
+    url, _ = served_model
+    shot = tmp_path / "auto.png"
+    result = browse(f"{url}/v1/models/auto-class/sequence.html", tmp_path,
+                    f"--screenshot={shot}")
+    assert shot.exists(), result.stderr[-2000:]
+    pixels = color_pixels(shot, {"anytime": ANYTIME_HALF, "gbfs": GBFS_HALF})
+    assert pixels["anytime"] > 200 and pixels["gbfs"] > 200, pixels
+
+
 def test_an_empty_plot_fails_the_pixel_check(tmp_path):
-    """The screenshot check above is not vacuous: a page without the series has none."""
-    sequence = {"version": 1, "created_at": 0, "algorithm": "cs-g-omp",
+    """The screenshot check above is not vacuous: a page without the series has none; and
+    a version with no figures at all still draws its (empty) axes, without a None."""
+    sequence = {"version": 1, "created_at": None, "algorithm": None,
                 "prefixes": [{"groups": 0, "cumulative_cost": 0.0,
                               "train_explained_variance": None,
                               "validation_explained_variance": None}]}
+    text = page.sequence_page("empty", "anytime", "regression", sequence)
+    assert "None" not in text
+    check_curve(svg_of(text))
     html_file = tmp_path / "empty.html"
-    html_file.write_text(page.sequence_page("empty", "anytime", "regression", sequence))
+    html_file.write_text(text)
     shot = tmp_path / "empty.png"
     browse(html_file.as_uri(), tmp_path, f"--screenshot={shot}")
     pixels = series_pixels(shot)
     assert pixels["train"] < 50 and pixels["validation"] < 50, pixels
+
+
+def test_headers_say_each_word_once():
+    assert page.header("validation", "validation RMSE") == "validation RMSE"
+    assert page.header("gbfs half", "validation", "log_loss") == "gbfs half validation log loss"
+    rows = [{"groups": 0, "cumulative_cost": 0.0, "validation_rmse": 2.0,
+             "validation_validation_rmse": 1.0, "train_": 3.0}]
+    for _, group, label, _ in page._columns(rows, "regression"):
+        words = f"{group} {label}".lower().split()
+        assert len(words) == len(set(words)), (group, label)
+
+
+@pytest.mark.parametrize("low,high", [(0, 10), (0, 10.6), (-0.0044, 0.504), (0, 77),
+                                      (0, 0.333333), (0, 1e-3), (0, 3e6), (-5.5, -0.2),
+                                      (0.45, 0.45), (0, 123456.7)])
+def test_ticks_are_nice_numbers(low, high):
+    ticks, step = page.nice_ticks(low, high)
+    assert ticks[0] <= low and ticks[-1] >= high and 2 <= len(ticks) <= 8
+    assert_nice([page.tick_label(v, step) for v in ticks])
