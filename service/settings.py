@@ -37,6 +37,8 @@ class Settings(BaseSettings):
         default=None, description="budget for the state of all models of one process "
         "together (every API process holds every model); unset = half the machine's memory")
     microbatch_max_entries: int = 16
+    batch_read_max_entries: int = 512  # a batch fold's read, folded as one block (fewer
+    # when entries are big: at most microbatch_max_bytes; service/batch/fold_state.py)
     microbatch_max_bytes: int = 8 << 20  # fewer entries per read when entries are big (and
     # smaller units of background work: predictions wait less; load_tests/predict_latency.py)
     apply_chunk_examples: int = 256  # rows per kernel call (bounds event-loop stalls)

@@ -5,8 +5,9 @@ A :class:`BatchFold` owns one model while it holds the model's lease (the lease 
 online fold, :mod:`service.fold`; always on the embedded backend). It
 
 1. loads the model's snapshot (fold state + id of the last applied entry) and replays the
-   log after that id through the consumer group, entries in log order, one
-   :meth:`~service.batch.fold_state.BatchFoldState.apply_entry` each (malformed entries go
+   log after that id through the consumer group, entries in log order, each read batch
+   one :meth:`~service.batch.fold_state.BatchFoldState.apply_entries` block (malformed
+   entries go
    to the dead letters); acks; publishes the applied position and the fold's counters;
 2. every N examples / T seconds writes a fenced snapshot and trims the log below it;
 3. runs retrain jobs one at a time in a task of their own (the fold keeps folding meanwhile),
@@ -76,6 +77,7 @@ class BatchFold:
         self.reader = None
         self.snapshot_id: str | None = None
         self.since_snapshot = 0
+        self._entry_bytes = 0  # size of the biggest entry of the last read
         self.last_snapshot_time = time.monotonic()
         self.last_retrain_examples = 0
         self.last_retrain_time = time.monotonic()
@@ -209,9 +211,12 @@ class BatchFold:
             self.reader = self.storage.reader(self.name, self.process_id)
             await self.reader.start(self.state.applied_id)
             await self.reader.reclaim(self.state.applied_id)
-        entries = await self.reader.read(settings.microbatch_max_entries,
-                                         settings.consumer_block_ms)
+        count = settings.batch_read_max_entries
+        if self._entry_bytes:  # bound a block's bytes too
+            count = max(1, min(count, settings.microbatch_max_bytes // self._entry_bytes))
+        entries = await self.reader.read(count, settings.consumer_block_ms)
         if entries:
+            self._entry_bytes = max(sum(len(v) for v in e.fields.values()) for e in entries)
             await self._apply(entries)
         if self.since_snapshot >= settings.snapshot_every_examples or (
                 self.state.applied_id != self.snapshot_id and
@@ -238,24 +243,24 @@ class BatchFold:
             self.wake.set()
 
     def _apply_entries(self, entries: list[LogEntry]) -> tuple[int, list]:
-        """Worker thread: parse and fold entries in log order, each exactly once."""
-        n, rejected = 0, []
+        """Worker thread: parse entries in log order and fold them, each exactly once, as
+        one block (a malformed entry is skipped and dead-lettered)."""
+        n, rejected, parsed = 0, [], []
         for entry in entries:
             try:
                 batch = parse_batch_entry(entry.fields, self.layout, self.spec.task,
                                           zero_based=self.spec.libsvm_zero_based)
             except InputError as exc:
                 rejected.append((entry, exc.detail))
-                batch = None
+                continue
             except Exception as exc:  # never block the log on one entry
                 rejected.append((entry, f"{type(exc).__name__}: {exc}"))
-                batch = None
-            with self.lock:
-                if batch is None:
-                    self.state.applied_id = entry.id
-                else:
-                    self.state.apply_entry(entry.id, batch.X, batch.labels)
-                    n += len(batch)
+                continue
+            parsed.append((entry.id, batch.X, batch.labels))
+            n += len(batch)
+        with self.lock:
+            self.state.apply_entries(parsed)
+            self.state.applied_id = entries[-1].id
         self.since_snapshot += n
         return n, rejected
 

@@ -108,6 +108,50 @@ def test_statistics_resume_from_a_state_bit_for_bit():
     assert one.train_examples + one.validation_examples == 300
 
 
+@pytest.mark.parametrize(("algorithm", "task", "params"), [
+    ("cs-g-omp", "regression", {}),
+    ("cs-g-omp", "classification", {}),
+    ("gbfs", "regression", {"window": {"kind": "reservoir", "size": 90, "seed": 3}}),
+])
+def test_blocks_of_entries_equal_one_pass_entry_by_entry(algorithm, task, params):
+    """Entries folded in blocks of any size (one-example entries included) equal the fold
+    entry by entry: statistics to 1e-10 relative, windows and counters bit for bit."""
+    X, y = diabetes()
+    y = np.where(y > 140, 1.0, -1.0) if task == "classification" else y
+    sizes = np.random.default_rng(4).integers(1, 9, size=80)
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    entries = [(f"17{k:011d}-0", csr(X[a:b]), y[a:b]) for k, (a, b) in
+               enumerate(zip(bounds[:-1], bounds[1:], strict=True))]
+
+    def make():
+        spec = ModelCreate(name="m", algorithm=algorithm, groups=DIABETES_GROUPS, task=task,
+                           params=params)
+        return BatchFoldState(spec.family, BatchLayout(spec), split_params(spec))
+
+    one = make()
+    for entry in entries:
+        one.apply_entry(*entry)
+    blocks = make()
+    cut = np.sort(np.random.default_rng(5).choice(np.arange(1, len(entries)), 9,
+                                                  replace=False))
+    for part in np.split(np.arange(len(entries)), cut):
+        blocks.apply_entries([entries[k] for k in part])
+    a, b = one.state_dict(), blocks.state_dict()
+    assert a.keys() == b.keys() and a["examples"] == b["examples"] == bounds[-1]
+    assert (task == "classification") == any(key.startswith("held_out.") for key in a)
+    for key, value in a.items():
+        if isinstance(value, np.ndarray) and value.dtype == np.float64 and \
+                not key.endswith((".X", ".y")):
+            np.testing.assert_allclose(b[key], value, rtol=1e-10, atol=1e-10 * max(
+                1.0, float(np.abs(value).max(initial=0.0))), err_msg=key)
+        elif isinstance(value, np.ndarray):
+            assert b[key].tobytes() == value.tobytes(), key
+        elif isinstance(value, float):
+            assert b[key] == pytest.approx(value, rel=1e-10, abs=1e-12), key
+        else:
+            assert b[key] == value, key
+
+
 def corrupt(state: dict, key: str, value) -> dict:
     out = dict(state)
     if value is KeyError:
