@@ -21,6 +21,15 @@ producer touches one model's keys, one slot (the ``{model}`` hash tag). Behind R
 Sentinel pass ``redis+sentinel://host:port[,host:port...]/<master-name>[/<db>]``: every new
 connection asks the sentinels for the master, so a producer follows a failover.
 
+What is written is applied: before anything is written, every batch is checked the way the
+model's fold reads it (the same parser: indices within the model's dimension and int32, no
+duplicate index in an example, values finite with |x| < 2^50 after the float32 cast, labels
+±1 or finite targets, libsvm text as the model reads it), against the model's stored config
+(read from Redis once; a model not created yet is checked against what any model takes).
+A batch the fold would refuse raises :class:`InvalidBatchError` naming the example and the
+field, and nothing of it is written: the only dead letters are then those of other
+producers.
+
 With ``min_replicas=k`` every write is followed by ``WAIT k`` on its connection (on a
 cluster, on the master of the model's slot) and raises :class:`NotReplicatedError` when
 fewer than k replicas confirmed it in ``wait_timeout_ms``: the entries reached the master
@@ -36,6 +45,70 @@ import time
 import numpy as np
 
 from service import wire
+
+
+class InvalidBatchError(ValueError):
+    """A batch the model's fold would refuse (a dead letter): nothing of it was written.
+    ``errors``: where (``item``: the example, 0-based, in the call's batch; ``line`` for
+    libsvm text) and what, like the REST problem's ``errors``."""
+
+    def __init__(self, message: str, errors: list[dict]) -> None:
+        super().__init__(message)
+        self.errors = errors
+
+
+_MAX_DIMENSION = 1 << 31  # the largest model dimension (hash_bits 31); int32 indices
+_UNKNOWN_RECHECK_SECONDS = 1.0  # how long "no such model" is believed before asking again
+
+
+class _Fold:
+    """How the model's fold parses an entry (its own functions), for the producer to check
+    a batch before writing it. ``spec`` None: the model does not exist (yet); then only
+    what every model requires is checked."""
+
+    def __init__(self, spec) -> None:
+        self.spec = spec
+        self.layout = None
+        if spec is not None and spec.is_batch:
+            from service.batch.spec import BatchLayout
+
+            self.layout = BatchLayout(spec)
+
+    def parse(self, fields: dict, targets: bool):
+        """The entry's batch, or the fold's InputError."""
+        from service.ingest import decode_bin, parse_entry, parse_libsvm_body
+
+        spec = self.spec
+        if spec is None:  # any model: the widest dimension, either libsvm index base
+            data, fmt = fields[b"data"], fields[b"fmt"]
+            if fmt == b"bin":
+                return decode_bin(data, _MAX_DIMENSION, targets=targets)
+            return parse_libsvm_body(data, _MAX_DIMENSION, zero_based=True, targets=targets)
+        if self.layout is not None:
+            from service.batch.ingest import parse_batch_entry
+
+            return parse_batch_entry(fields, self.layout, spec.task,
+                                     zero_based=spec.libsvm_zero_based)
+        return parse_entry(fields, spec.dimension, None, zero_based=spec.libsvm_zero_based)
+
+
+def _refused(model: str, exc, first_row: int = 0) -> InvalidBatchError:
+    """The fold's InputError as the producer's error, items counted in the caller's batch."""
+    errors = []
+    for error in getattr(exc, "errors", None) or [{"message": str(exc)}]:
+        error = dict(error)
+        if "item" in error:
+            error["item"] += first_row
+        errors.append(error)
+    where = []
+    first = errors[0]
+    for name in ("item", "line", "field"):
+        if name in first:
+            where.append(f"example {first[name]}" if name == "item" else
+                         f"{name} {first[name]!r}")
+    prefix = ", ".join(where) + ": " if where else ""
+    return InvalidBatchError(f"model {model!r} would refuse this batch (nothing was written): "
+                             f"{prefix}{first['message']}", errors)
 
 
 class NotReplicatedError(RuntimeError):
@@ -104,22 +177,114 @@ class StreamProducer:
         self._rows: list[tuple[np.ndarray, np.ndarray, float]] = []
         self._pending: list[bytes] = []
         self.ids: list[str] = []
+        self._fold: _Fold | None = None
+        self._fold_checked = -np.inf  # monotonic time the model's config was last read
 
+    # -------------------------------------------------------------- checks
+    def _model_fold(self) -> _Fold:
+        """The model's fold parser, from its stored config (read once; while the model does
+        not exist, read again at most once a second)."""
+        known = self._fold is not None and self._fold.spec is not None
+        now = time.monotonic()
+        if not known and now - self._fold_checked >= _UNKNOWN_RECHECK_SECONDS:
+            self._fold_checked = now
+            raw = self.client.hget(wire.MODELS_KEY, self.model)
+            spec = None
+            if raw is not None:
+                from service.schemas import ModelSpec
+
+                try:
+                    spec = ModelSpec.model_validate_json(raw)
+                except ValueError:  # not a config this version reads: check what any takes
+                    spec = None
+            self._fold = _Fold(spec)
+        return self._fold
+
+    def _check_entry(self, fields: dict, first_row: int = 0) -> None:
+        """InvalidBatchError unless the model's fold would apply this entry whole."""
+        from service.errors import InputError
+
+        try:
+            self._model_fold().parse(fields, self.targets)
+        except InputError as exc:
+            raise _refused(self.model, exc, first_row) from None
+
+    def _check_arrays(self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
+                      labels: np.ndarray) -> None:
+        """What the encoding would change unnoticed: indices beyond int32 (they would wrap),
+        labels that are not exactly ±1 (int8 would wrap or truncate them), and the shapes."""
+        n = len(indptr) - 1
+        if n < 0 or (n and (indptr[0] < 0 or np.any(np.diff(indptr) < 0)
+                            or indptr[-1] > min(len(indices), len(values)))):
+            message = "indptr must not decrease and must end within indices and values"
+            raise InvalidBatchError(message, [{"field": "indptr", "message": message}])
+        if len(labels) != n:
+            message = f"{len(labels)} labels for {n} examples"
+            raise InvalidBatchError(message, [{"field": "labels", "message": message}])
+        used = indices[indptr[0]:indptr[-1]] if n else indices[:0]
+        if used.dtype.kind not in "iu":
+            bad = np.flatnonzero(np.asarray(used, dtype=np.float64) % 1 != 0)
+            if len(bad):
+                self._raise_at(indptr, int(bad[0]), "indices",
+                               f"index {used[bad[0]]!r} is not an integer")
+        wide = np.flatnonzero((used < 0) | (used >= _MAX_DIMENSION))
+        if len(wide):
+            self._raise_at(indptr, int(wide[0]), "indices",
+                           f"feature index {int(used[wide[0]])} is outside [0, 2^31)")
+        if not self.targets:
+            bad = np.flatnonzero((labels != 1) & (labels != -1))
+            if len(bad):
+                raise self._invalid(int(bad[0]), "label",
+                                    f"label {labels[bad[0]].item()!r} is not -1 or +1")
+
+    def _raise_at(self, indptr: np.ndarray, position: int, field: str, message: str) -> None:
+        row = int(np.searchsorted(indptr, indptr[0] + position, side="right") - 1)
+        raise self._invalid(row, field, message)
+
+    def _invalid(self, item: int, field: str, message: str) -> InvalidBatchError:
+        return InvalidBatchError(
+            f"model {self.model!r} would refuse this batch (nothing was written): example "
+            f"{item}, field {field!r}: {message}",
+            [{"item": item, "field": field, "message": message}])
+
+    # -------------------------------------------------------------- writing
     def add(self, indices, values, label: float) -> None:
-        """Buffer one example (0-based indices; a ±1 label, or a target with ``targets``)."""
-        self._rows.append((np.asarray(indices, dtype=np.int32),
-                           np.asarray(values, dtype=np.float64),
+        """Buffer one example (0-based indices; a ±1 label, or a target with ``targets``).
+        What the encoding would change unnoticed (indices beyond int32, labels not ±1) is an
+        InvalidBatchError here, with nothing buffered; the rest of what the fold checks is
+        checked once per entry, when ``batch_size`` rows are sealed (or at ``flush``): a
+        refused entry raises there and none of its rows is written."""
+        indices = np.asarray(indices)
+        values = np.asarray(values, dtype=np.float64)
+        indptr = np.array([0, len(indices)], dtype=np.int64)
+        label_array = np.array([label], dtype=np.float64 if self.targets else None)
+        self._check_arrays(indptr, indices, values, label_array)
+        self._rows.append((indices.astype(np.int32), values,
                            float(label) if self.targets else int(label)))
         if len(self._rows) >= self.batch_size:
             self._seal()
 
     def add_batch(self, indptr, indices, values, labels) -> None:
-        """Encode a whole CSR batch directly (``batch_size`` rows per entry)."""
+        """Encode a whole CSR batch directly (``batch_size`` rows per entry).
+        InvalidBatchError (and nothing of the batch written) when the model's fold would
+        refuse any of it."""
+        payloads = self._checked_payloads(indptr, indices, values, labels)
         self._seal()
-        for payload in self._encode(indptr, indices, values, labels):
+        for payload in payloads:
             self._pending.append(payload)
             if len(self._pending) >= self.pipeline_entries:
                 self._write()
+
+    def _checked_payloads(self, indptr, indices, values, labels) -> list[bytes]:
+        indptr = np.asarray(indptr, dtype=np.int64)
+        indices = np.asarray(indices)
+        values = np.asarray(values)
+        labels = np.asarray(labels)
+        self._check_arrays(indptr, indices, values, labels)
+        payloads = self._encode(indptr, indices, values, labels)
+        for k, payload in enumerate(payloads):
+            self._check_entry({b"fmt": b"bin", b"data": payload}, k * self.batch_size)
+        return payloads
 
     def write_once(self, key: str, indptr, indices, values, labels) -> tuple[list[str], bool]:
         """Write a CSR batch now (after everything buffered), once per ``key``: ``(ids,
@@ -129,20 +294,21 @@ class StreamProducer:
         if not (isinstance(key, str) and 1 <= len(key) <= 128 and key.isascii()
                 and key.isprintable() and " " not in key):
             raise ValueError("an idempotency key is 1 to 128 visible ASCII characters")
-        payloads = self._encode(indptr, indices, values, labels)
-        if not payloads:
+        if len(indptr) < 2:
             raise ValueError("write_once needs at least one example")
+        payloads = self._checked_payloads(indptr, indices, values, labels)
         self.flush()
-        args: list = [int(time.time() * 1000), max(1, int(self.retention_seconds * 1000)), key]
+        args: list = [int(time.time() * 1000), max(1, int(self.retention_seconds * 1000)), key,
+                      len(indptr) - 1]
         for payload in payloads:
             args += [b"bin", payload, b""]
         keys = [wire.idempotency_key(self.model), wire.idempotency_times_key(self.model),
                 self.key]
         if self.min_replicas:  # a repeat is confirmed too: it writes its key again
-            (repeat, joined), confirmed = self._confirmed(
+            (repeat, joined, _), confirmed = self._confirmed(
                 lambda pipe: self._append_once(keys=keys, args=args, client=pipe))
         else:
-            repeat, joined = self._append_once(keys=keys, args=args)
+            repeat, joined, _ = self._append_once(keys=keys, args=args)
         joined = joined.decode() if isinstance(joined, bytes) else joined
         ids = joined.split(" ")
         if not repeat:
@@ -191,12 +357,14 @@ class StreamProducer:
             return
         lengths = [len(r[0]) for r in self._rows]
         indptr = np.concatenate([[0], np.cumsum(lengths)])
-        self._pending.append(wire.encode_batch(
+        payload = wire.encode_batch(
             indptr, np.concatenate([r[0] for r in self._rows]),
             np.concatenate([r[1] for r in self._rows]),
             np.array([r[2] for r in self._rows]), value_bytes=self.value_bytes,
-            targets=self.targets))
+            targets=self.targets)
         self._rows.clear()
+        self._check_entry({b"fmt": b"bin", b"data": payload})  # refused: none of it is sent
+        self._pending.append(payload)
         if len(self._pending) >= self.pipeline_entries:
             self._write()
 
@@ -219,9 +387,11 @@ class StreamProducer:
             self._check(ids, confirmed)
 
     def add_libsvm(self, text: bytes) -> str:
-        """Write one libsvm-text entry (one or more lines) as is."""
+        """Write one libsvm-text entry (one or more lines) as is. InvalidBatchError (and
+        nothing written) when the model's fold would refuse it."""
+        entry = {b"fmt": b"libsvm", b"data": bytes(text)}
+        self._check_entry(entry)
         self.flush()
-        entry = {b"fmt": b"libsvm", b"data": text}
         if self.min_replicas:
             entry_id, confirmed = self._confirmed(lambda pipe: pipe.xadd(self.key, entry))
         else:

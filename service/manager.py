@@ -22,6 +22,7 @@ from service import metrics, wire
 from service.batch.host import BatchHost
 from service.batch.models import BatchModels, validate_batch_spec
 from service.errors import (
+    BodyTooLargeError,
     InputError,
     InsufficientStorageError,
     ModelExistsError,
@@ -86,11 +87,14 @@ async def wait_position(storage: Storage, model: str, log_id: str, timeout: floa
 
 
 class RepeatedRequest(Exception):  # noqa: N818 - a signal, not an error
-    """An Idempotency-Key seen before: nothing was appended; ``ids`` are the first ones."""
+    """An Idempotency-Key seen before: nothing was appended; ``ids`` are the first ones,
+    ``examples`` how many examples the first request appended (None: not known, a key
+    written by an earlier version)."""
 
-    def __init__(self, ids: list[str]) -> None:
+    def __init__(self, ids: list[str], examples: int | None = None) -> None:
         super().__init__("repeated request")
         self.ids = ids
+        self.examples = examples
 
 
 class ModelManager:
@@ -286,20 +290,27 @@ class ModelManager:
             entry = {b"fmt": b"bin", b"data": data}
             if batch.names:
                 entry[b"names"] = wire.encode_names(batch.names)
+            size = len(data) + len(entry.get(b"names", b""))
+            if size > wire.MAX_ENTRY_BYTES:  # Redis would refuse it; the embedded log
+                raise BodyTooLargeError(  # would take it and cut it off on its next open
+                    f"the examples take {size:,} bytes in the log; one request's entry is at "
+                    f"most {wire.MAX_ENTRY_BYTES:,} bytes: send fewer examples per request")
             entries.append(entry)
+        examples = sum(len(b) for b in batches)
         try:
             if idempotency_key is None:
                 ids, repeat = await self.storage.append(host.name, entries), False
             else:
-                ids, repeat = await self.storage.append_once(
+                appended = await self.storage.append_once(
                     host.name, entries, idempotency_key,
-                    self.settings.idempotency_retention_seconds)
+                    self.settings.idempotency_retention_seconds, examples=examples)
+                (ids, repeat), first = appended, appended.examples
         except KeyError as exc:
             raise ModelNotFoundError(f"no model named {host.name!r}") from exc
         if repeat:
-            metrics.EXAMPLES_REPEATED.labels(host.name).inc(sum(len(b) for b in batches))
-            raise RepeatedRequest(ids)
-        metrics.EXAMPLES_INGESTED.labels(host.name, fmt).inc(sum(len(b) for b in batches))
+            metrics.EXAMPLES_REPEATED.labels(host.name).inc(examples)
+            raise RepeatedRequest(ids, first)
+        metrics.EXAMPLES_INGESTED.labels(host.name, fmt).inc(examples)
         return ids
 
     async def wait_applied(self, host: ModelHost | BatchHost, log_id: str) -> None:

@@ -12,7 +12,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """All knobs of the service; ``FEATUREBUDGET_<NAME>`` sets each one."""
 
-    model_config = SettingsConfigDict(env_prefix="FEATUREBUDGET_", extra="ignore")
+    # hide_input_in_errors: a refused setting is named, never echoed (API keys, passwords)
+    model_config = SettingsConfigDict(env_prefix="FEATUREBUDGET_", extra="ignore",
+                                      hide_input_in_errors=True)
 
     redis_url: str | None = Field(
         default=None, description="Redis URL (redis://host:6379/0), a Redis Cluster's "
@@ -30,7 +32,9 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path("./data"), description="embedded backend directory")
     fsync: bool = Field(default=False, description="fsync the local log on every append")
     log_segment_bytes: int = 64 << 20
-    api_keys: str = Field(default="", description="comma-separated; 'key:read' = predict only")
+    api_keys: str = Field(default="", description="comma-separated; 'key:read' = predict "
+                          "only, 'key' or 'key:write' = everything; any other role, an empty "
+                          "key or a key given twice stops the service at start-up")
     max_body_bytes: int = 32 << 20
     max_model_bytes: int = 4 << 30  # refuse models whose learner state would be larger
     max_total_model_bytes: int | None = Field(
@@ -86,6 +90,12 @@ class Settings(BaseSettings):
                              f"(0 = no WAIT), not {value}")
         return value
 
+    @field_validator("api_keys")
+    @classmethod
+    def _api_keys(cls, value: str) -> str:
+        parse_api_keys(value)  # a typo in a role must not make a write key: refuse to start
+        return value
+
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
@@ -107,12 +117,37 @@ class Settings(BaseSettings):
 
     def key_roles(self) -> dict[str, str]:
         """API key -> 'write' or 'read'. Empty when no keys are configured (open)."""
-        roles = {}
-        for raw in self.api_keys.split(","):
-            raw = raw.strip()
-            if not raw:
-                continue
-            key, _, role = raw.partition(":")
-            roles[key] = "read" if role.strip().lower() in ("read", "ro", "readonly") \
-                else "write"
-        return roles
+        return parse_api_keys(self.api_keys)
+
+
+READ_ROLES = ("read", "ro", "readonly")
+WRITE_ROLES = ("", "write")  # no role: a write key
+
+
+def parse_api_keys(value: str) -> dict[str, str]:
+    """``FEATUREBUDGET_API_KEYS`` -> {key: 'write' | 'read'}; ValueError naming the entry by
+    its position (never the key) for a role that is neither, an empty key, or a key given
+    twice."""
+    roles: dict[str, str] = {}
+    for position, raw in enumerate(value.split(","), start=1):
+        raw = raw.strip()
+        if not raw:
+            continue
+        key, _, role = raw.partition(":")
+        key, role = key.strip(), role.strip().lower()
+        where = f"FEATUREBUDGET_API_KEYS entry {position}"
+        if not key:
+            raise ValueError(f"{where} has no key before its ':'")
+        if role in READ_ROLES:
+            kind = "read"
+        elif role in WRITE_ROLES:
+            kind = "write"
+        else:  # (a role that could be part of a key with a ':' in it is not echoed)
+            shown = f"the role {role!r}" if role.isalpha() and len(role) <= 16 else \
+                "an unknown role"
+            raise ValueError(f"{where} has {shown}; a role is 'read' (or 'ro', "
+                             "'readonly'), or 'write' (the default: 'key' alone)")
+        if key in roles:
+            raise ValueError(f"{where} repeats the key of an earlier entry")
+        roles[key] = kind
+    return roles

@@ -231,30 +231,36 @@ def sentinel_url(url: str) -> dict | None:
             "password": urllib.parse.unquote(password) or None}
 
 
+# Limits of one log entry, checked before the append (the API, StreamProducer) and read by
+# the fold (an entry past them would be a dead letter: acknowledged, never applied).
 MAX_NAMES = 100_000  # distinct named indices per log entry (one request)
 MAX_NAME_CHARS = 1024  # characters of one "namespace^name"
+MAX_ENTRY_BYTES = 256 << 20  # data + names of one entry: under Redis's default bulk limit
+# (512 MB) and the embedded log's record limit (service.storage.local.MAX_RECORD)
 
 
 # Idempotent append. KEYS: the model's idempotency hash (key -> ids) and its time index
-# (sorted set), the log. ARGV: now ms, retention ms, the key, then fmt, data, names ('' =
-# none) per entry. Keys older than the retention are dropped first (a hundred a call); a
-# repeat answers the first append's ids and appends nothing.
+# (sorted set), the log. ARGV: now ms, retention ms, the key, how many examples the entries
+# hold ('' = not said), then fmt, data, names ('' = none) per entry. Keys older than the
+# retention are dropped first (a hundred a call); a repeat answers the first append's ids
+# and example count ('' when not known) and appends nothing. The count is kept in the
+# field "<key> n" (a key has no space).
 # A repeat writes its key's value again (the same value): the call is then a write, so a
 # WAIT after it on the same connection confirms the first append too (Redis >= 7.2 ties
 # WAIT to the connection's last write).
 APPEND_ONCE_LUA = """
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1] - ARGV[2], 'LIMIT', 0, 100)
 for _, old in ipairs(expired) do
-  redis.call('HDEL', KEYS[1], old)
+  redis.call('HDEL', KEYS[1], old, old .. ' n')
   redis.call('ZREM', KEYS[2], old)
 end
 local known = redis.call('HGET', KEYS[1], ARGV[3])
 if known then
   redis.call('HSET', KEYS[1], ARGV[3], known)
-  return {1, known}
+  return {1, known, redis.call('HGET', KEYS[1], ARGV[3] .. ' n') or ''}
 end
 local ids = {}
-for i = 4, #ARGV, 3 do
+for i = 5, #ARGV, 3 do
   local id
   if ARGV[i + 2] ~= '' then
     id = redis.call('XADD', KEYS[3], '*', 'fmt', ARGV[i], 'data', ARGV[i + 1],
@@ -266,9 +272,20 @@ for i = 4, #ARGV, 3 do
 end
 local joined = table.concat(ids, ' ')
 redis.call('HSET', KEYS[1], ARGV[3], joined)
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], ARGV[3] .. ' n', ARGV[4])
+end
 redis.call('ZADD', KEYS[2], ARGV[1], ARGV[3])
-return {0, joined}
+return {0, joined, ARGV[4]}
 """
+
+
+def batch_rows(data) -> int | None:
+    """The example count in an ``FBX1`` payload's header (None when it is not one)."""
+    view = memoryview(data).cast("B")
+    if len(view) < HEADER_BYTES or bytes(view[:4]) != MAGIC:
+        return None
+    return _HEADER.unpack_from(view, 0)[4]
 
 
 def encode_names(names: dict[int, str]) -> bytes:

@@ -8,14 +8,22 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 
-from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
+from service.api.deps import (
+    AppSettings,
+    KeyCheckedRoute,
+    Manager,
+    ReadAccess,
+    WriteAccess,
+    read_body,
+)
 from service.api.openapi import RETRAIN_LINKS
 from service.batch.host import BatchHost
 from service.batch.page import models_page, sequence_page
 from service.errors import ConflictError, MalformedBodyError, item_error
 from service.schemas import RollbackRequest
 
-router = APIRouter(prefix="/v1/models/{model}", tags=["batch models"])
+router = APIRouter(prefix="/v1/models/{model}", tags=["batch models"],
+                   route_class=KeyCheckedRoute)
 
 
 async def _batch_host(manager, model: str) -> BatchHost:
@@ -89,7 +97,7 @@ async def sequence_html(model: str, manager: Manager) -> HTMLResponse:
                                       served.sequence()))
 
 
-ui = APIRouter(tags=["pages"])
+ui = APIRouter(tags=["pages"], route_class=KeyCheckedRoute)
 
 
 @ui.get("/ui", response_class=HTMLResponse, dependencies=[ReadAccess])

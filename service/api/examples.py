@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 from service import metrics
 from service.api.deps import (
     AppSettings,
+    KeyCheckedRoute,
     Manager,
     ReadAccess,
     WriteAccess,
@@ -33,7 +34,8 @@ from service.manager import RepeatedRequest
 from service.priority import in_background
 from service.schemas import ExamplesAccepted, FeedbackRequest, FeedbackResponse
 
-router = APIRouter(prefix="/v1/models/{model}", tags=["examples"])
+router = APIRouter(prefix="/v1/models/{model}", tags=["examples"],
+                   route_class=KeyCheckedRoute)
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
 _BIG = 64 << 10  # parse bodies above this size in a worker thread
 
@@ -77,14 +79,16 @@ async def post_examples(model: str, request: Request, manager: Manager,
     key = request.headers.get("idempotency-key")
     if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
         raise item_error("must be 1 to 128 visible ASCII characters", field="Idempotency-Key")
-    repeated = False
+    repeated, accepted = False, len(batch)
     try:
         ids = await manager.append(host, [batch], fmt, idempotency_key=key)
-    except RepeatedRequest as repeat:
+    except RepeatedRequest as repeat:  # the first request's answer: its ids and count
         ids, repeated = repeat.ids, True
+        if repeat.examples is not None:  # (None: a key stored by an earlier version)
+            accepted = repeat.examples
     if wait:
         await manager.wait_applied(host, ids[-1])
-    return {"model": host.name, "accepted": len(batch), "log_ids": ids, "applied": wait,
+    return {"model": host.name, "accepted": accepted, "log_ids": ids, "applied": wait,
             "repeated": repeated}
 
 

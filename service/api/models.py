@@ -6,13 +6,13 @@ import asyncio
 
 from fastapi import APIRouter, Query, Response
 
-from service.api.deps import Manager, ReadAccess, WriteAccess
+from service.api.deps import KeyCheckedRoute, Manager, ReadAccess, WriteAccess
 from service.api.openapi import CREATE_LINKS, LIST_LINKS
 from service.batch.host import BatchHost
 from service.errors import ConflictError
 from service.schemas import BatchModelPublic, ModelCreate, ModelPublic, SelectedFeature
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = APIRouter(prefix="/v1/models", tags=["models"], route_class=KeyCheckedRoute)
 AnyModel = ModelPublic | BatchModelPublic
 
 

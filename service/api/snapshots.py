@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from service.api.deps import AppSettings, Manager, ReadAccess, WriteAccess, read_body
+from service.api.deps import (
+    AppSettings,
+    KeyCheckedRoute,
+    Manager,
+    ReadAccess,
+    WriteAccess,
+    read_body,
+)
 from service.api.openapi import SNAPSHOT_BODY
 from service.batch.host import BatchHost
 from service.schemas import SnapshotRestored
 
-router = APIRouter(prefix="/v1/models/{model}", tags=["snapshots"])
+router = APIRouter(prefix="/v1/models/{model}", tags=["snapshots"],
+                   route_class=KeyCheckedRoute)
 MEDIA_TYPE = "application/vnd.featurebudget.state"
 
 

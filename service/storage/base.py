@@ -21,6 +21,17 @@ def id_key(log_id: str | bytes | None) -> tuple[int, int]:
     return (int(ms), int(seq or 0))
 
 
+class Appended(tuple):
+    """``(ids, repeat)`` of :meth:`Storage.append_once` (unpacks as that pair), and
+    ``examples``: how many examples the append that first used the key holds, as that
+    append said (None when not known: a key written by an earlier version)."""
+
+    def __new__(cls, ids: list[str], repeat: bool, examples: int | None = None) -> Appended:
+        self = super().__new__(cls, (ids, repeat))
+        self.examples = examples
+        return self
+
+
 @dataclass
 class LogEntry:
     id: str
@@ -80,10 +91,12 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     async def append_once(self, model: str, entries: list[dict[bytes, bytes]], key: str,
-                          retention_seconds: float) -> tuple[list[str], bool]:
+                          retention_seconds: float, *, examples: int | None = None
+                          ) -> Appended:
         """Append like :meth:`append` unless ``key`` was used within the retention window:
         then append nothing and answer the ids of the first append. The append and the key
-        are written in one step (a crash keeps both or neither). ``(ids, was_a_repeat)``."""
+        are written in one step (a crash keeps both or neither). ``(ids, was_a_repeat)``,
+        with ``.examples``: the first append's ``examples`` (how many it holds)."""
 
     @abc.abstractmethod
     async def log_end(self, model: str) -> str | None: ...

@@ -41,8 +41,9 @@ import zlib
 from collections import OrderedDict
 from pathlib import Path
 
+from service import wire
 from service.priority import in_background
-from service.storage.base import LogEntry, LogReader, Storage, id_key
+from service.storage.base import Appended, LogEntry, LogReader, Storage, id_key
 from service.storage.pending import PendingJournal
 
 _FRAME = struct.Struct("<IIQ")
@@ -51,7 +52,7 @@ _FORMAT_NAMES = {v: k for k, v in _FORMAT_CODES.items()}
 _NAMES = struct.Struct("<I")
 _KEY = struct.Struct("<H")
 KEYS_KEPT = 100_000  # idempotency keys remembered per model (the newest)
-MAX_RECORD = 1 << 30
+MAX_RECORD = 1 << 30  # a longer frame is a torn tail on open (service.wire.MAX_ENTRY_BYTES)
 _INLINE_BYTES = 64 << 10  # appends up to this size run on the event loop when the log is free
 
 
@@ -96,7 +97,8 @@ class LocalLog:
         self._handle = None
         self.appended = asyncio.Event()  # set on the event loop after each append
         self.lock = threading.Lock()  # one append / read / trim at a time
-        self.keys: OrderedDict[bytes, str] = OrderedDict()  # idempotency key -> log id
+        # idempotency key -> (log id, examples the request appended; None: not known)
+        self.keys: OrderedDict[bytes, tuple[str, int | None]] = OrderedDict()
         directory.mkdir(parents=True, exist_ok=True)
         for path in sorted(directory.glob("*.seg")):
             segment = _Segment(path, int(path.stem))
@@ -117,9 +119,10 @@ class LocalLog:
             payload = data[offset + _FRAME.size:end]
             if zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq))) != crc:
                 break
-            if payload[:1] == b"k":
-                (size,) = _KEY.unpack_from(payload, 1)
-                self._remember(bytes(payload[1 + _KEY.size:1 + _KEY.size + size]), str(seq))
+            if payload[:1] == b"k":  # (the request's count: its record's, the only one
+                (size,) = _KEY.unpack_from(payload, 1)  # of a request that uses a key)
+                self._remember(bytes(payload[1 + _KEY.size:1 + _KEY.size + size]), str(seq),
+                               wire.batch_rows(_fields(memoryview(payload))[b"data"]))
             segment.offsets.append(offset)
             offset, seq = end, seq + 1
         if offset != len(data):  # torn tail: cut it off
@@ -139,8 +142,8 @@ class LocalLog:
     def last_seq(self) -> int:
         return self.segments[-1].next_seq - 1
 
-    def _remember(self, key: bytes, log_id: str) -> None:
-        self.keys[key] = log_id
+    def _remember(self, key: bytes, log_id: str, examples: int | None) -> None:
+        self.keys[key] = (log_id, examples)
         self.keys.move_to_end(key)
         while len(self.keys) > KEYS_KEPT:
             self.keys.popitem(last=False)
@@ -151,18 +154,22 @@ class LocalLog:
         with self.lock:
             return self._append(entries, key)
 
-    def append_once(self, entries: list[tuple], key: bytes) -> tuple[list[str], bool]:
-        """Append unless ``key`` was used before: (ids, False), or ([first id], True)."""
+    def append_once(self, entries: list[tuple], key: bytes,
+                    examples: int | None = None) -> Appended:
+        """Append unless ``key`` was used before: (ids, False), or ([first id], True) with
+        the first append's ``examples``."""
         with self.lock:
-            return self._append_once(entries, key)
+            return self._append_once(entries, key, examples)
 
-    def _append_once(self, entries: list[tuple], key: bytes) -> tuple[list[str], bool]:
+    def _append_once(self, entries: list[tuple], key: bytes,
+                     examples: int | None = None) -> Appended:
         known = self.keys.get(key)
         if known is not None:
-            return [known], True
-        return self._append(entries, key), False
+            return Appended([known[0]], True, known[1])
+        return Appended(self._append(entries, key, examples), False, examples)
 
-    def _append(self, entries: list[tuple], key: bytes | None = None) -> list[str]:
+    def _append(self, entries: list[tuple], key: bytes | None = None,
+                examples: int | None = None) -> list[str]:
         segment = self.segments[-1]
         if segment.size >= self.segment_bytes and segment.offsets:
             self._handle.close()
@@ -178,6 +185,9 @@ class LocalLog:
                 payload = _FORMAT_CODES.get(fmt, b"l") + data
             if key is not None and number == 0:
                 payload = b"k" + _KEY.pack(len(key)) + key + payload
+            if len(payload) > MAX_RECORD:  # the scan on open would cut it (and all after)
+                raise ValueError(f"a log record of {len(payload):,} bytes is over the limit "
+                                 f"of {MAX_RECORD:,}")
             crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq)))
             chunks.append(_FRAME.pack(len(payload), crc, seq))
             chunks.append(payload)
@@ -195,7 +205,7 @@ class LocalLog:
         segment.offsets.extend(offsets)
         segment.size = offset
         if key is not None:
-            self._remember(key, ids[0])
+            self._remember(key, ids[0], examples)
         return ids
 
     def read(self, after_seq: int, count: int) -> list[LogEntry]:
@@ -397,12 +407,13 @@ class LocalStorage(Storage):
         return ids
 
     async def append_once(self, model: str, entries: list[dict[bytes, bytes]], key: str,
-                          retention_seconds: float) -> tuple[list[str], bool]:
+                          retention_seconds: float, *, examples: int | None = None
+                          ) -> Appended:
         log = self._log(model)
-        ids, repeat = await log.run(_record_bytes(entries), log._append_once,
-                                    _records(entries), key.encode())
+        appended = await log.run(_record_bytes(entries), log._append_once,
+                                 _records(entries), key.encode(), examples)
         log.appended.set()
-        return ids, repeat
+        return appended
 
     async def log_end(self, model: str) -> str | None:
         last = self._log(model).last_seq

@@ -74,7 +74,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service import wire
 from service.errors import NotReplicatedError
-from service.storage.base import LogEntry, LogReader, Storage
+from service.storage.base import Appended, LogEntry, LogReader, Storage
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -759,16 +759,20 @@ class RedisStorage(Storage):
         return [_text(i) for i in ids]
 
     async def append_once(self, model: str, entries: list[dict[bytes, bytes]], key: str,
-                          retention_seconds: float) -> tuple[list[str], bool]:
-        args: list = [int(time.time() * 1000), max(1, int(retention_seconds * 1000)), key]
+                          retention_seconds: float, *, examples: int | None = None
+                          ) -> Appended:
+        args: list = [int(time.time() * 1000), max(1, int(retention_seconds * 1000)), key,
+                      "" if examples is None else int(examples)]
         for entry in entries:
             args += [entry.get(b"fmt", b"bin"), entry[b"data"], entry.get(b"names", b"")]
         keys = [wire.idempotency_key(model), wire.idempotency_times_key(model),
                 wire.log_key(model)]
-        repeat, joined = await self._write(  # a repeat is confirmed too (it writes its key)
-            keys[2], lambda c: self._append_once(keys=keys, args=args, client=c),
+        repeat, joined, count = await self._write(  # a repeat is confirmed too (it writes
+            keys[2], lambda c: self._append_once(keys=keys, args=args, client=c),  # its key)
             changed=_always)
-        return _text(joined).split(" "), bool(repeat)
+        count = _text(count)
+        return Appended(_text(joined).split(" "), bool(repeat),
+                        int(count) if count.isdigit() else None)
 
     async def log_end(self, model: str) -> str | None:
         last = await self.client.xrevrange(wire.log_key(model), count=1)
