@@ -23,6 +23,7 @@ from starlette.requests import ClientDisconnect
 
 from service import priority, wire
 from service.allocator import retain_freed_memory
+from service.answers import AnswerPool
 from service.api import batch, examples, health, models, snapshots
 from service.api.openapi import ERROR_RESPONSES
 from service.errors import ServiceError
@@ -125,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await storage.open()
         manager = ModelManager(storage, settings)
         app.state.manager = manager
+        app.state.answers = AnswerPool(settings.answer_threads, settings.answer_queue)
         import asyncio
 
         started = time.perf_counter()
@@ -149,6 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            app.state.answers.close()
             await manager.stop()
             await storage.close()
 

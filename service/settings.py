@@ -41,6 +41,11 @@ class Settings(BaseSettings):
         default=None, description="budget for the state of all models of one process "
         "together (every API process holds every model); unset = half the machine's memory")
     microbatch_max_entries: int = 16
+    answer_threads: int | None = Field(
+        default=None, ge=1, description="threads that compute budgeted answers (batch "
+        "models' /predict and /next, off the event loop); unset = the cores")
+    answer_queue: int = Field(default=64, ge=0, description="budgeted answers that may wait "
+                              "for a thread; one more gets 503 with Retry-After")
     batch_read_max_entries: int = 512  # a batch fold's read, folded as one block (fewer
     # when entries are big: at most microbatch_max_bytes; service/batch/fold_state.py)
     microbatch_max_bytes: int = 8 << 20  # fewer entries per read when entries are big (and

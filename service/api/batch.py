@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
@@ -74,27 +72,24 @@ async def next_group(model: str, request: Request, manager: Manager,
         raise MalformedBodyError(f"body is not valid JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise item_error("body must be an object", field="body")
-    served = host.served
-    if served is not None and served.slow_answers:  # may measure new sets: off the loop
-        return await asyncio.to_thread(manager.batch.next, host, document)
-    return manager.batch.next(host, document)
+    return await request.app.state.answers.run(manager.batch.next, host, document)
 
 
 @router.get("/sequence", dependencies=[ReadAccess])
-async def sequence(model: str, manager: Manager) -> Response:
+async def sequence(model: str, request: Request, manager: Manager) -> Response:
     host = await _batch_host(manager, model)
     served = manager.batch.served(host)
-    payload = {"model": host.name, **served.sequence()}
+    payload = {"model": host.name, **await request.app.state.answers.run(served.sequence)}
     return Response(orjson.dumps(payload), media_type="application/json")
 
 
 @router.get("/sequence.html", response_class=HTMLResponse, dependencies=[ReadAccess])
-async def sequence_html(model: str, manager: Manager) -> HTMLResponse:
+async def sequence_html(model: str, request: Request, manager: Manager) -> HTMLResponse:
     """The anytime curve and the sequence of the served version, as a page."""
     host = await _batch_host(manager, model)
     served = manager.batch.served(host)
-    return HTMLResponse(sequence_page(host.name, host.family, host.spec.task,
-                                      served.sequence()))
+    rows = await request.app.state.answers.run(served.sequence)
+    return HTMLResponse(sequence_page(host.name, host.family, host.spec.task, rows))
 
 
 ui = APIRouter(tags=["pages"], route_class=KeyCheckedRoute)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 import orjson
@@ -105,12 +104,8 @@ async def predict(model: str, request: Request, manager: Manager,
                             [{"field": "body", "message": str(exc)}]) from exc
     if not isinstance(document, dict) or not isinstance(document.get("examples"), list):
         raise item_error("body must be {\"examples\": [...]}", field="examples")
-    if isinstance(host, BatchHost):
-        served = host.served
-        if len(document["examples"]) > 256 or (served is not None and served.slow_answers):
-            payload = await asyncio.to_thread(manager.batch.predict, host, document)
-        else:
-            payload = manager.batch.predict(host, document)
+    if isinstance(host, BatchHost):  # never on the event loop (service/answers.py)
+        payload = await request.app.state.answers.run(manager.batch.predict, host, document)
         return Response(orjson.dumps(payload), media_type="application/json")
     unknown = set(document) - {"examples", "return_prediction_ids"}
     if unknown:

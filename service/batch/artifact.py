@@ -183,8 +183,6 @@ class Artifact:
         self._lock = threading.Lock()  # the anytime model's per-set solves and caches
         self.all_trees = family == "gbfs" and model.uncomputed == "missing"
         self.figures = self._set_figures()
-        # answers that may measure a new set on the held-out rows run off the event loop
-        self.slow_answers = self.figures is not None or family == "auto"
 
     def _set_figures(self):
         """Per-set figures on the held-out rows, where this version has them."""
