@@ -1,11 +1,14 @@
 """The batch models' protocol (scikit-learn's) and the deprecated spellings it replaced.
 
-``AnytimeLinearModel``, ``GBFS``, ``NVSD`` and ``RelaxedNVSD`` subclass :class:`BatchModel`:
+``AnytimeLinearModel``, ``GBFS``, ``NVSD``, ``RelaxedNVSD`` and ``PerSetChoice`` subclass
+:class:`BatchModel`, a scikit-learn estimator when scikit-learn is installed
+(``algorithms.estimator``: ``BaseEstimator`` with ``RegressorMixin`` or ``ClassifierMixin``,
+``clone``, ``score``, ``n_features_in_``; stand-ins with the same semantics otherwise):
 
-- ``__init__`` stores its keyword arguments as attributes and checks nothing; ``fit``
-  checks them (:meth:`BatchModel.check_params`, callable on its own: the service does so
-  when a model is created) and learns; ``get_params()`` returns them, so
-  ``type(m)(**m.get_params())`` is an unfitted copy.
+- ``__init__`` stores its keyword arguments as attributes and checks nothing; every one
+  has a default; ``fit`` checks them (:meth:`BatchModel.check_params`, callable on its
+  own: the service does so when a model is created) and learns; ``get_params()`` returns
+  them, so ``type(m)(**m.get_params())`` is an unfitted copy.
 - What a caller has computed is ``computed_groups``, ids of the model's feature groups
   (``groups`` of the anytime model, ``feature_groups`` of GBFS, ``groups`` of a
   group-lasso NVSD; without groups, group ``f`` is feature ``f``): ``predict(X,
@@ -15,18 +18,21 @@
 - ``state_dict()`` / ``from_state_dict()`` / ``to_bytes()`` / ``from_bytes()`` in the one
   envelope of ``algorithms.states``.
 
-The online learners (``algorithms.online``) are the exception: their constructor checks
-its arguments and allocates the state (at most ``memory_bytes`` bytes) because the state
-*is* the model, updated in place from the first ``partial_fit``; there is no ``fit``.
+The online learners (``algorithms.online``) follow the same conventions with one
+exception: given ``n_features``, their constructor checks its arguments and allocates the
+state (at most ``memory_bytes`` bytes) at once, because the state *is* the model, updated
+in place from the first ``partial_fit``; without it, at the first ``fit`` /
+``partial_fit``.
 
 Renamed arguments keep their old spelling as a deprecated alias (a DeprecationWarning, the
-value taken under the new name, a TypeError when both are given); ``canonical_params``
-renames old spellings silently (for stored configurations, e.g. the service's specs).
+value taken under the new name, a TypeError when both are given with different values); a
+deprecated constructor argument defaults to None (not given) and is not a parameter
+(``get_params`` leaves it out). ``canonical_params`` renames old spellings silently (for
+stored configurations, e.g. the service's specs).
 """
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -34,6 +40,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from algorithms.estimator import Estimator, check_matrix_shape
 from algorithms.serialization import dumps_state, loads_state
 from algorithms.sparse import CSRBatch
 
@@ -62,10 +69,10 @@ def deprecated_alias(owner: str, old: str, new: str, old_value: Any, new_value: 
     """The value of argument ``new`` when the caller may have used its old spelling
     ``old``: ``new_value`` if ``old_value`` is :data:`DEPRECATED` (not given), else
     ``old_value`` with a DeprecationWarning (``note`` appended); a TypeError when both were
-    given (``new_value`` other than ``new_default``)."""
+    given (``new_value`` other than ``new_default``) with different values."""
     if old_value is DEPRECATED:
         return new_value
-    if not _same(new_value, new_default):
+    if not _same(new_value, new_default) and not _same(new_value, old_value):
         raise TypeError(f"{owner}: give {new}= or its deprecated spelling {old}=, not both")
     warnings.warn(f"{owner}: {old}= is deprecated, use {new}={note}", DeprecationWarning,
                   stacklevel=stacklevel)
@@ -86,15 +93,23 @@ def canonical_params(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def as_dense(X: Any, *, allow_nan: bool = False) -> np.ndarray:
+def as_dense(X: Any, *, allow_nan: bool = False, min_samples: int = 0) -> np.ndarray:
     """``X`` (dense array-like, scipy sparse or :class:`CSRBatch`) as a new-or-same
-    C-ordered float64 2-D array, checked finite (``allow_nan``: NaN, a missing value, is
-    accepted, infinities are not); ValueError otherwise (TypeError for what is not a
-    matrix at all)."""
+    C-ordered float64 2-D array with at least ``min_samples`` rows and one column, checked
+    finite (``allow_nan``: NaN, a missing value, is accepted, infinities are not) and not
+    complex; ValueError otherwise (TypeError for what is not a matrix at all)."""
     if isinstance(X, CSRBatch):
         X = X.to_scipy()
     if sp.issparse(X):
+        check_matrix_shape(X, min_samples=min_samples)
         X = X.toarray()
+    try:
+        if not hasattr(X, "dtype"):
+            X = np.asarray(X)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"X must be a numeric matrix (array, scipy sparse or CSRBatch), "
+                        f"got {type(X).__name__}: {exc}") from exc
+    check_matrix_shape(X, min_samples=min_samples)
     try:
         X = np.ascontiguousarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -110,11 +125,12 @@ def as_dense(X: Any, *, allow_nan: bool = False) -> np.ndarray:
     return X
 
 
-class BatchModel:
+class BatchModel(Estimator):
     """Base class of the batch models: the protocol above. Subclasses set ``kind`` (their
     state's kind, see ``algorithms.states``), ``format_version`` and ``_renamed`` (old
-    spelling -> argument), and implement ``check_params``, ``fit``, ``predict``,
-    ``next_group``, ``selected_features``, ``state_dict`` and ``from_state_dict``."""
+    spelling -> argument), put ``RegressorMixin`` or ``ClassifierMixin`` first among their
+    bases, and implement ``check_params``, ``fit``, ``predict``, ``next_group``,
+    ``selected_features``, ``state_dict`` and ``from_state_dict``."""
 
     kind: ClassVar[str] = ""
     format_version: ClassVar[int] = 1
@@ -133,16 +149,6 @@ class BatchModel:
                       stacklevel=2)
         return getattr(self, new)
 
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        return [name for name, p in inspect.signature(cls.__init__).parameters.items()
-                if name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD
-                and name not in cls._renamed]
-
-    def get_params(self) -> dict[str, Any]:
-        """The constructor's arguments as stored (the current names)."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
     def check_params(self, n_features: int) -> None:
         """ValueError / TypeError naming the first parameter ``fit`` would refuse for data
         of ``n_features`` columns."""
@@ -156,10 +162,6 @@ class BatchModel:
     def from_bytes(cls, data: bytes, *, max_bytes: int = 1 << 34):
         """Inverse of :meth:`to_bytes`; ValueError on a malformed or foreign state."""
         return cls.from_state_dict(loads_state(data, max_bytes=max_bytes))
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
 
 __all__ = ["DEPRECATED", "BatchModel", "as_dense", "canonical_params", "deprecated_alias"]

@@ -33,21 +33,29 @@ from algorithms.anytime.greedy import (
 )
 from algorithms.anytime.statistics import SufficientStatistics, _as_matrix
 from algorithms.batch import DEPRECATED, BatchModel, deprecated_alias
+from algorithms.estimator import (
+    RegressorMixin,
+    check_matrix_shape,
+    check_n_features,
+    column_or_1d,
+    not_fitted,
+)
 from algorithms.metrics.anytime import explained_variance_from_statistics
 from algorithms.states import envelope, open_envelope, renamed
 
 METHODS = ("cs-g-omp", "cs-g-fr", "doubling", "no-whiten", "single", "group-lasso")
 
 
-class AnytimeLinearModel(BatchModel):
-    """Anytime linear predictor over costed feature groups.
+class AnytimeLinearModel(RegressorMixin, BatchModel):
+    """Anytime linear predictor over costed feature groups (a scikit-learn regressor).
 
     Parameters
     ----------
-    groups : sequence of int sequences
-        Disjoint feature groups (features outside every group are never used).
-    costs : sequence of float
-        Cost ``c(g) >= 0`` of each group.
+    groups : sequence of int sequences, optional
+        Disjoint feature groups (features outside every group are never used); None (the
+        default): every feature is its own group.
+    costs : sequence of float, optional
+        Cost ``c(g) >= 0`` of each group; None (the default): 1 each.
     method : str
         One of ``cs-g-omp`` (default), ``cs-g-fr``, ``doubling``, ``no-whiten``, ``single``,
         ``group-lasso`` (needs celer).
@@ -65,16 +73,17 @@ class AnytimeLinearModel(BatchModel):
     kind = "anytime-linear-model"
     _renamed = {"budget": "max_cost"}
 
-    def __init__(self, *, groups: Sequence[Sequence[int]], costs: Sequence[float],
-                 method: str = "cs-g-omp", alpha: float = 1e-6,
-                 max_cost: float | None = None, max_groups: int | None = None,
-                 cache_size: int = 1024, budget: float | None = DEPRECATED) -> None:
+    def __init__(self, *, groups: Sequence[Sequence[int]] | None = None,
+                 costs: Sequence[float] | None = None, method: str = "cs-g-omp",
+                 alpha: float = 1e-6, max_cost: float | None = None,
+                 max_groups: int | None = None, cache_size: int = 1024,
+                 budget: float | None = None) -> None:
         self.groups = groups
         self.costs = costs
         self.method = method
         self.alpha = alpha
-        self.max_cost = deprecated_alias("AnytimeLinearModel", "budget", "max_cost", budget,
-                                         max_cost)
+        self.max_cost = deprecated_alias("AnytimeLinearModel", "budget", "max_cost",
+                                         DEPRECATED if budget is None else budget, max_cost)
         self.max_groups = max_groups
         self.cache_size = cache_size
 
@@ -92,13 +101,29 @@ class AnytimeLinearModel(BatchModel):
         if isinstance(self.cache_size, bool) or not isinstance(self.cache_size, numbers.Integral) \
                 or self.cache_size < 0:
             raise ValueError(f"cache_size must be an integer >= 0, got {self.cache_size!r}")
-        normalize_groups(self.groups, self.costs, n_features)
+        self._groups_and_costs(n_features)
+
+    def _groups_and_costs(self, n_features: int) -> tuple[list[np.ndarray], np.ndarray]:
+        """:func:`normalize_groups` of ``groups`` (None: one group per feature) and
+        ``costs`` (None: 1 per group)."""
+        groups = self.groups
+        if groups is None:
+            groups = [[f] for f in range(int(n_features))]
+        costs = self.costs
+        if costs is None:
+            try:
+                costs = np.ones(len(groups))
+            except TypeError as exc:
+                raise ValueError(f"groups must be a sequence of feature-index lists, got "
+                                 f"{groups!r}") from exc
+        return normalize_groups(groups, costs, n_features)
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, *, X_val=None, y_val=None) -> AnytimeLinearModel:
         """Fit from data (dense, scipy sparse or CSRBatch); O(nnz·D) + sequencing."""
+        check_matrix_shape(X if hasattr(X, "shape") else np.asarray(X))
         X = _as_matrix(X)
-        stats = SufficientStatistics.from_data(X, y)
+        stats = SufficientStatistics.from_data(X, column_or_1d(y, X.shape[0]))
         validation = None
         if (X_val is None) != (y_val is None):
             raise ValueError("pass both X_val and y_val, or neither")
@@ -114,7 +139,7 @@ class AnytimeLinearModel(BatchModel):
         if stats.n < 1:
             raise ValueError("statistics are empty")
         D = stats.n_features
-        groups, costs = normalize_groups(self.groups, self.costs, D)
+        groups, costs = self._groups_and_costs(D)
         C, b = stats.standardized(float(self.alpha))
         options = {"max_cost": self.max_cost, "max_groups": self.max_groups}
         if self.method == "doubling":
@@ -208,6 +233,8 @@ class AnytimeLinearModel(BatchModel):
         """Predictions (n,) with the prefix within ``max_cost``, or the best ridge predictor
         on exactly the set ``computed_groups`` (default: every sequenced group). O(nnz(X))
         once the set's solve is cached. ``budget`` and ``groups``: the deprecated spellings."""
+        if not hasattr(self, "coef_path_"):
+            raise not_fitted(self)
         max_cost = deprecated_alias("predict", "budget", "max_cost", budget, max_cost)
         computed_groups = deprecated_alias("predict", "groups", "computed_groups", groups,
                                            computed_groups)
@@ -225,12 +252,18 @@ class AnytimeLinearModel(BatchModel):
         return (self._matrix(X) @ self.coef_path_.T).T + self.intercept_path_[:, None]
 
     def _matrix(self, X):
+        """``X`` (2-D, or one 1-D row) as a float64 matrix of ``n_features_in_`` columns."""
+        if not hasattr(self, "coef_path_"):
+            raise not_fitted(self)
         if not sp.issparse(X) and isinstance(X, np.ndarray) and X.dtype == np.float64:
             X = X[None, :] if X.ndim == 1 else X
         else:
+            if getattr(X, "dtype", None) is not None and np.dtype(X.dtype).kind == "c":
+                raise ValueError("Complex data not supported")
             X = _as_matrix(X)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+        if X.ndim != 2:
             raise ValueError(f"X must have {self.n_features_in_} columns, got shape {X.shape}")
+        check_n_features(self, X.shape[1])
         if not np.isfinite(X.data if sp.issparse(X) else X).all():
             raise ValueError("X contains NaN or infinite values")
         return X

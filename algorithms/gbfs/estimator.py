@@ -88,6 +88,16 @@ import numpy as np
 from scipy.special import expit
 
 from algorithms.batch import DEPRECATED, BatchModel, as_dense, deprecated_alias
+from algorithms.estimator import (
+    ClassifierMixin,
+    RegressorMixin,
+    available_if,
+    binary_classes,
+    check_n_features,
+    column_or_1d,
+    not_fitted,
+    sklearn_tags_as,
+)
 from algorithms.gbfs import _tree, binning, losses
 from algorithms.states import envelope, open_envelope, renamed
 
@@ -160,8 +170,10 @@ class _EarlyStop:
         return t + 1 - self.best_trees >= self.model.early_stopping_rounds
 
 
-class GBFS(BatchModel):
-    """Gradient boosted feature selection.
+class GBFS(ClassifierMixin, BatchModel):
+    """Gradient boosted feature selection: a scikit-learn classifier (any two labels,
+    ``classes_``, ``predict_proba``) with ``loss="logistic"``, a regressor (R^2 ``score``)
+    with ``loss="squared"``.
 
     Parameters (keyword-only): ``loss`` ("logistic" | "squared"), ``n_estimators`` (T),
     ``learning_rate`` (alpha, paper 0.1), ``max_depth`` (paper 4-5), ``feature_penalty``
@@ -236,12 +248,13 @@ class GBFS(BatchModel):
                  random_state: int | None = None, masked_copies: int = 4,
                  mask_rate: float | None = 0.5, uncomputed: str = "missing",
                  early_stopping_rounds: int | None = 20, validation_fraction: float = 0.1,
-                 mu: float = DEPRECATED) -> None:
+                 mu: float | None = None) -> None:
         self.loss = loss
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.max_depth = max_depth
-        self.feature_penalty = deprecated_alias("GBFS", "mu", "feature_penalty", mu,
+        self.feature_penalty = deprecated_alias("GBFS", "mu", "feature_penalty",
+                                                DEPRECATED if mu is None else mu,
                                                 feature_penalty, "auto")
         self.feature_costs = feature_costs
         self.feature_groups = feature_groups
@@ -360,18 +373,28 @@ class GBFS(BatchModel):
         return indptr, members, _group_of(indptr, members), costs
 
     def _encode_labels(self, y: Any, n: int) -> np.ndarray:
-        y = np.asarray(y)
-        if y.shape != (n,):
-            raise ValueError(f"y must have shape ({n},), got {y.shape}")
+        y = column_or_1d(y, n)
         if self.loss == "squared":
-            y = y.astype(np.float64)
+            try:
+                y = y.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"the squared loss needs numeric targets: {exc}") from exc
             if not np.all(np.isfinite(y)):
                 raise ValueError("y contains NaN or infinite values")
             return y
-        self.classes_ = np.unique(y)
-        if self.classes_.size != 2 or self.classes_.dtype.kind not in "biuf":
-            raise ValueError(f"logistic loss needs 2 numeric classes, got {self.classes_}")
+        self.classes_ = binary_classes(y, "the logistic loss")
         return (y == self.classes_[1]).astype(np.float64)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True   # NaN is a missing value
+        return sklearn_tags_as(tags, "regressor" if self.loss == "squared" else "classifier")
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Mean accuracy (logistic loss) or R^2 (squared loss) of :meth:`predict`."""
+        if self.loss == "squared":
+            return RegressorMixin.score(self, X, y, sample_weight)
+        return super().score(X, y, sample_weight)
 
     def fit(self, X: Any, y: Any, *, X_val: Any = None, y_val: Any = None,
             progress: Callable[[float], None] | None = None) -> GBFS:
@@ -381,7 +404,7 @@ class GBFS(BatchModel):
         the loss on ``X_val, y_val`` (or a held-out ``validation_fraction``) and their
         masked copies, and keeps the trees up to the best. ``progress(fraction)``, if
         given, is called after each tree with ``(t + 1) / n_estimators``."""
-        X = as_dense(X, allow_nan=True)
+        X = as_dense(X, allow_nan=True, min_samples=1)
         n, d = X.shape
         indptr, members, group_of, costs = self._check_params(d)
         target = self._encode_labels(y, n)
@@ -634,9 +657,10 @@ class GBFS(BatchModel):
         return np.sort(np.asarray(self.selected_features_, dtype=np.int64))
 
     def _check_input(self, X: Any) -> np.ndarray:
+        if not hasattr(self, "tree_feature_"):
+            raise not_fitted(self)
         X = as_dense(X, allow_nan=True)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, model has {self.n_features_in_}")
+        check_n_features(self, X.shape[1])
         return X
 
     def _answer(self, X: Any, computed_groups: Iterable[int] | None,
@@ -683,11 +707,10 @@ class GBFS(BatchModel):
                              float(self.learning_rate), out)
         return out
 
+    @available_if(lambda model: model.loss == "logistic")
     def predict_proba(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
                       computed_groups: Iterable[int] | None = None) -> np.ndarray:
         """``[1 - p, p]`` with ``p = sigmoid(H(x))``, shape (n, 2); logistic loss only."""
-        if self.loss != "logistic":
-            raise AttributeError("predict_proba needs loss='logistic'")
         p = expit(self._answer(X, computed_groups, computed))
         return np.column_stack([1.0 - p, p])
 
@@ -734,6 +757,8 @@ class GBFS(BatchModel):
         state["feature_penalty_"] = float(self.feature_penalty_)
         for name in _ARRAYS + _ARRAYS_V2 + (("classes_",) if self.loss == "logistic" else ()):
             state[name] = getattr(self, name)
+        if self.loss == "logistic" and self.classes_.dtype.kind not in "biuf":
+            state["classes_"] = [str(c) for c in self.classes_]   # JSON: labels as strings
         return envelope(self.kind, self.format_version, state)
 
     @classmethod

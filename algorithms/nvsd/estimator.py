@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..batch import DEPRECATED, BatchModel, as_dense, deprecated_alias
+from ..estimator import RegressorMixin, check_n_features, column_or_1d, not_fitted
 from ..states import envelope, open_envelope, renamed
 from ._state import get_array, get_number
 from .admm import NVSDProblem
@@ -32,8 +33,9 @@ _PARAMS = (
 _ARRAYS = ("X_train_", "alpha_", "beta_", "phi_", "lambda_", "derivative_norms_", "support_")
 
 
-class NVSD(BatchModel):
-    """Nonlinear variable selection via derivatives (Gregorova et al., UAI 2018).
+class NVSD(RegressorMixin, BatchModel):
+    """Nonlinear variable selection via derivatives (Gregorova et al., UAI 2018); a
+    scikit-learn regressor.
 
     Parameters
     ----------
@@ -82,7 +84,7 @@ class NVSD(BatchModel):
         l1_ratio: float = 0.5, groups: list[list[int]] | None = None,
         group_weight: str = "size", max_iter: int = 5000, tol: float = 1e-4,
         selection_tol: float = 1e-8, warm_start: bool = False, solver: str = "direct",
-        mu: float = DEPRECATED,
+        mu: float | None = None,
     ) -> None:
         self.regularizer = regularizer
         self.kernel = kernel
@@ -91,7 +93,8 @@ class NVSD(BatchModel):
         self.sigma = sigma
         self.tau = tau
         self.nu = nu
-        self.l1_ratio = deprecated_alias("NVSD", "mu", "l1_ratio", mu, l1_ratio, 0.5)
+        self.l1_ratio = deprecated_alias("NVSD", "mu", "l1_ratio",
+                                         DEPRECATED if mu is None else mu, l1_ratio, 0.5)
         self.groups = groups
         self.group_weight = group_weight
         self.max_iter = max_iter
@@ -145,9 +148,7 @@ class NVSD(BatchModel):
         """Fit on ``X`` (n, d), ``y`` (n,); ``problem`` may be a precomputed
         :meth:`make_problem` for the same ``X``."""
         X = _check_inputs(X)
-        y = np.asarray(y, dtype=np.float64).reshape(-1)
-        if y.shape[0] != X.shape[0] or not np.isfinite(y).all():
-            raise ValueError(f"y must be finite with {X.shape[0]} entries, got shape {y.shape}")
+        y = _check_target(y, X.shape[0])
         self.check_params(X.shape[1])
         if problem is None:
             problem = self.make_problem(X)
@@ -164,6 +165,7 @@ class NVSD(BatchModel):
         return self
 
     def _set_result(self, X: np.ndarray, res: Any, reg: Any) -> None:
+        self.n_features_in_ = X.shape[1]
         self.X_train_ = X
         self.alpha_, self.beta_ = res.alpha, res.beta
         self.phi_, self.lambda_, self.kappa_ = res.phi, res.lam, float(res.kappa)
@@ -176,12 +178,12 @@ class NVSD(BatchModel):
                 computed_groups: Iterable[int] | None = None) -> np.ndarray:
         """``f(X)``, (m,), with the variables outside ``computed_groups`` set to 0 (None:
         all computed). O(m n d) in chunks of 2048 rows."""
-        d = self.X_train_.shape[1]
+        if not hasattr(self, "X_train_"):
+            raise not_fitted(self)
         if computed_groups is not None:
             X = _zero_uncomputed(X, self._units()[1], computed_groups)
         X = _check_inputs(X)
-        if X.shape[1] != d:
-            raise ValueError(f"X has {X.shape[1]} features, expected {d}")
+        check_n_features(self, X.shape[1])
         kern = self.make_kernel()
         parts = [evaluate_function(kern, self.X_train_, self.alpha_, self.beta_, X[i : i + 2048])
                  for i in range(0, X.shape[0], 2048)]
@@ -210,7 +212,7 @@ class NVSD(BatchModel):
     def state_dict(self) -> dict[str, Any]:
         """Parameters (and the fitted arrays, once fitted) in the envelope of
         ``algorithms.states``."""
-        state: dict[str, Any] = dict(self.get_params())
+        state: dict[str, Any] = {name: getattr(self, name) for name in self._signature_names()}
         if hasattr(self, "alpha_"):
             state.update({name: getattr(self, name) for name in _ARRAYS})
             state.update(kappa_=self.kappa_, n_iter_=self.n_iter_, converged_=self.converged_,
@@ -236,6 +238,7 @@ class NVSD(BatchModel):
             model.make_kernel()
             model.make_regularizer(d)
             model.X_train_ = X
+            model.n_features_in_ = d
             model.alpha_ = get_array(state, "alpha_", (n,))
             for name in ("beta_", "phi_", "lambda_"):
                 setattr(model, name, get_array(state, name, (d, n)))
@@ -253,10 +256,20 @@ class NVSD(BatchModel):
 def _check_inputs(X: Any) -> np.ndarray:
     """``X`` (dense, scipy sparse or CSRBatch) as a finite non-empty C-ordered float64 2-D
     array; ValueError (TypeError: not a matrix) otherwise."""
-    X = as_dense(X)
-    if X.shape[0] == 0:
-        raise ValueError(f"X must be a finite non-empty 2-D array, got shape {X.shape}")
-    return X
+    return as_dense(X, min_samples=1)
+
+
+def _check_target(y: Any, n: int) -> np.ndarray:
+    """``y`` as ``n`` finite float64 values (a column vector is raveled with a warning);
+    ValueError otherwise."""
+    y = column_or_1d(y, n)
+    try:
+        y = y.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"y must hold numbers: {exc}") from exc
+    if not np.isfinite(y).all():
+        raise ValueError(f"y must be finite with {n} entries, got NaN or infinity")
+    return y
 
 
 def _unit_ids(computed_groups: Iterable[Any], n_units: int) -> list[int]:

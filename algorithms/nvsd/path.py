@@ -17,24 +17,27 @@ def solver_for(problem: NVSDProblem | DenseNVSDProblem) -> Any:
 
 
 def tau_max(
-    problem: NVSDProblem | DenseNVSDProblem, y: np.ndarray, reg: Regularizer, nu: float
+    problem: NVSDProblem | DenseNVSDProblem, y: np.ndarray, reg: Regularizer, nu: float,
+    max_iter: int = 500,
 ) -> float:
     """Smallest ``tau`` at which ``phi = 0`` (no variable selected) is optimal.
 
     Solves ``min E(omega) s.t. Z omega = 0`` by the method of multipliers (ADMM with
-    ``tau = inf``) and returns the dual norm of its multiplier. O((nd)^2) per iteration.
+    ``tau = inf``, at most ``max_iter`` iterations) and returns the dual norm of its
+    multiplier. O((nd)^2) per iteration.
     """
     res = solver_for(problem)(problem, y, reg, np.inf, nu, kappa=100.0, adapt_iter=0,
-                              max_iter=500)
+                              max_iter=max_iter)
     return reg.dual_bound(res.kappa * res.lam)
 
 
 def tau_grid(
     problem: Any, y: np.ndarray, reg: Regularizer, nu: float, n_taus: int = 10,
-    ratio: float = 1e-3,
+    ratio: float = 1e-3, max_iter: int = 500,
 ) -> np.ndarray:
-    """``n_taus`` values log-spaced from ``tau_max`` down to ``ratio * tau_max``."""
-    top = tau_max(problem, y, reg, nu)
+    """``n_taus`` values log-spaced from ``tau_max`` (``max_iter`` iterations at most)
+    down to ``ratio * tau_max``."""
+    top = tau_max(problem, y, reg, nu, max_iter)
     return top * np.logspace(0.0, np.log10(ratio), n_taus)
 
 
@@ -63,8 +66,9 @@ def nvsd_path(
 ) -> list[Any]:
     """Fitted :class:`~algorithms.nvsd.NVSD` models along ``taus`` (default :func:`tau_grid`).
 
-    ``params`` are NVSD constructor parameters (``tau`` is ignored). One eigendecomposition
-    is shared by all fits and each fit is warm-started from the previous one.
+    ``params`` are NVSD constructor parameters (``tau`` is ignored; ``max_iter`` also
+    bounds :func:`tau_max`'s 500 iterations). One eigendecomposition is shared by all fits
+    and each fit is warm-started from the previous one.
     """
     from .estimator import NVSD, _check_inputs
 
@@ -74,7 +78,8 @@ def nvsd_path(
     problem = base.make_problem(X) if problem is None else problem
     reg = base.make_regularizer(X.shape[1])
     if taus is None:
-        taus = tau_grid(problem, y, reg, float(base.nu), n_taus, ratio)
+        taus = tau_grid(problem, y, reg, float(base.nu), n_taus, ratio,
+                        min(500, int(base.max_iter)))
     results = solve_path(problem, y, reg, np.asarray(taus, dtype=float), float(base.nu),
                          max_iter=base.max_iter, tol=base.tol)
     models = []

@@ -33,7 +33,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from ..batch import DEPRECATED, BatchModel, canonical_params, deprecated_alias
+from ..batch import DEPRECATED, BatchModel, as_dense, canonical_params, deprecated_alias
+from ..estimator import RegressorMixin, check_matrix_shape, not_fitted
 from ..sparse import CSRBatch
 from ..states import envelope, open_envelope, renamed
 from ._state import get_array, get_number, sub_state
@@ -118,9 +119,15 @@ class SubsetKernelRidge:
         outside ``columns`` are not read (they may hold NaN)."""
         if isinstance(X, CSRBatch):
             X = X.to_scipy()
-        X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+        X = X.toarray() if sp.issparse(X) else np.asarray(X)
+        check_matrix_shape(X, min_samples=0)
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
             raise ValueError(f"X must have {self.n_features_in_} columns, got shape {X.shape}")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X must have {self.n_features_in_} columns: X has "
+                             f"{X.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input.")
         if self.columns.size == 0:
             return np.full(X.shape[0], self.intercept_)
         used = X[:, self.columns]
@@ -227,7 +234,7 @@ def _best_alpha(kernel, kernel_params, cols, X, y, X_val, y_val, alphas):
     return best
 
 
-class RelaxedNVSD(BatchModel):
+class RelaxedNVSD(RegressorMixin, BatchModel):
     """One-call relaxed NVSD: τ paths over ``nus`` (and ``l1_ratios`` for ``"en"``), ranking,
     kernel-ridge refit on the top-ranked inputs, choice on validation data.
 
@@ -261,9 +268,10 @@ class RelaxedNVSD(BatchModel):
                  l1_ratios: tuple[float, ...] = (0.25, 0.5, 0.75), n_taus: int = 8,
                  ratio: float = 1e-3, alphas: tuple[float, ...] = DEFAULT_ALPHAS,
                  validation_fraction: float = 0.25, random_state: int = 0,
-                 mus: tuple[float, ...] = DEPRECATED, **nvsd_params: Any) -> None:
+                 mus: tuple[float, ...] | None = None, **nvsd_params: Any) -> None:
         self.nus = nus
-        self.l1_ratios = deprecated_alias("RelaxedNVSD", "mus", "l1_ratios", mus, l1_ratios,
+        self.l1_ratios = deprecated_alias("RelaxedNVSD", "mus", "l1_ratios",
+                                          DEPRECATED if mus is None else mus, l1_ratios,
                                           (0.25, 0.5, 0.75))
         self.n_taus, self.ratio = n_taus, ratio
         self.alphas = alphas
@@ -272,13 +280,34 @@ class RelaxedNVSD(BatchModel):
         if "mu" in nvsd_params:
             warnings.warn("RelaxedNVSD: mu= is deprecated, use l1_ratio=", DeprecationWarning,
                           stacklevel=2)
-        self.nvsd_params = canonical_params(RelaxedNVSD, nvsd_params)
+        self._nvsd_params = canonical_params(RelaxedNVSD, nvsd_params)
 
-    def get_params(self) -> dict[str, Any]:
+    @property
+    def nvsd_params(self) -> dict[str, Any]:
+        """The :class:`NVSD` keywords given (``get_params`` spreads them out)."""
+        return self._nvsd_params
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor's arguments, ``nvsd_params`` spread out."""
-        params = super().get_params()
-        params.update(self.nvsd_params)
+        params = super().get_params(deep)
+        params.update(self._nvsd_params)
         return params
+
+    def set_params(self, **params: Any) -> RelaxedNVSD:
+        """Set arguments: this class's own, or :class:`NVSD` keywords (kept in
+        ``nvsd_params``)."""
+        from .estimator import NVSD
+
+        params = self._current_names(params)
+        own = set(self._get_param_names())
+        nvsd = (set(NVSD._get_param_names()) | set(self._nvsd_params)) - own
+        mine = {key: value for key, value in params.items() if key not in nvsd}
+        if mine:
+            super().set_params(**mine)
+        for key, value in params.items():
+            if key in nvsd:
+                self._nvsd_params[key] = value
+        return self
 
     def _base(self) -> Any:
         from .estimator import NVSD
@@ -315,17 +344,18 @@ class RelaxedNVSD(BatchModel):
             progress: Any = None) -> RelaxedNVSD:
         """Fit as described in the class docstring; ``progress(fraction)``, if given, is
         called after each tau path (fraction of the paths done)."""
-        from .estimator import _check_inputs
+        from .estimator import _check_inputs, _check_target
         from .path import nvsd_path
 
         X = _check_inputs(X)
-        y = np.asarray(y, dtype=np.float64).reshape(-1)
-        if y.shape[0] != X.shape[0] or not np.isfinite(y).all():
-            raise ValueError(f"y must be finite with {X.shape[0]} entries, got shape {y.shape}")
+        y = _check_target(y, X.shape[0])
         self.check_params(X.shape[1])
         if validation is None:
             if not self.validation_fraction > 0.0:
                 raise ValueError("validation_fraction must be in (0, 1)")
+            if len(y) < 2:
+                raise ValueError(f"need 2 rows or more to hold out validation rows, got "
+                                 f"n_samples={len(y)}")
             order = np.random.default_rng(self.random_state).permutation(len(y))
             n_val = max(1, int(round(self.validation_fraction * len(y))))
             val, train = order[:n_val], np.sort(order[n_val:])
@@ -363,15 +393,21 @@ class RelaxedNVSD(BatchModel):
             kernel=f[2].kernel, kernel_params=f[2].kernel_params, columns=f[2].columns,
             alpha=f[1]).fit(X, y) for f in fits]
         self.model_ = self.support_models_[self.support_index_]
+        self.n_features_in_ = X.shape[1]
         return self
 
     def predict(self, X: np.ndarray, computed: Iterable[int] | None = DEPRECATED, *,
                 computed_groups: Iterable[int] | None = None) -> np.ndarray:
-        """Predictions (m,) of ``model_`` (``computed_groups=None``), else of the refit on
-        the largest nested support whose units are all in ``computed_groups``
-        (:meth:`support_for_groups`). ``X`` keeps all ``d`` columns; columns outside the
-        support used are ignored (may hold NaN). ``computed`` (variable indices,
-        :meth:`support_for`) is the deprecated spelling. O(m n |S|)."""
+        """Predictions (m,) of ``model_`` (``computed_groups=None``: every group computed,
+        so every column must be finite), else of the refit on the largest nested support
+        whose units are all in ``computed_groups`` (:meth:`support_for_groups`). ``X`` keeps
+        all ``d`` columns; with ``computed_groups`` the columns outside the support used are
+        ignored (may hold NaN). ``computed`` (variable indices, :meth:`support_for`) is the
+        deprecated spelling. O(m n |S|)."""
+        if not hasattr(self, "model_"):
+            raise not_fitted(self)
+        if computed is DEPRECATED and computed_groups is None:
+            X = as_dense(X)   # finite: every group is computed
         if computed is not DEPRECATED:
             deprecated_alias("RelaxedNVSD.predict", "computed", "computed_groups", computed,
                              computed_groups, note=" (unit ids: groups for 'gl', else "
@@ -517,6 +553,7 @@ class RelaxedNVSD(BatchModel):
             raise ValueError(f"RelaxedNVSD state is incomplete or malformed: {exc!r}") from exc
         if "support_" in state:
             model.model_ = SubsetKernelRidge.from_state_dict(sub_state(state, "model."))
+            model.n_features_in_ = model.model_.n_features_in_
             model.support_ = get_array(state, "support_", (None,), kinds="iu")
             if not np.array_equal(model.support_, model.model_.columns):
                 raise ValueError("support_ differs from the refit's columns")

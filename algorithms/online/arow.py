@@ -108,7 +108,7 @@ class AROW(OnlineLearner):
 
     Parameters
     ----------
-    n_features : dimension d.
+    n_features : dimension d (None: the width of the first X).
     r : regularization (r > 0).
     """
 
@@ -116,10 +116,17 @@ class AROW(OnlineLearner):
     _bytes_per_feature = 16
     _sparse_arrays = {"coefficients": (0.0, 1.0)}
 
-    def __init__(self, *, n_features: int, budget: int | None = None, r: float = 1.0) -> None:
+    def __init__(self, *, n_features: int | None = None, budget: int | None = None,
+                 r: float = 1.0) -> None:
         super().__init__(n_features=n_features, budget=budget)
-        self.r = check_positive("r", r)
-        self._coefficients = np.zeros((self.n_features, 2), dtype=np.float64)
+        self.r = r
+        self._build_if_shaped()
+
+    def _hyperparameters(self) -> dict:
+        return {"r": check_positive("r", self.r)}
+
+    def _allocate(self) -> None:
+        self._coefficients = np.zeros((self._n_features, 2), dtype=np.float64)
         self._coefficients[:, SIGMA] = 1.0
 
     @property
@@ -128,7 +135,7 @@ class AROW(OnlineLearner):
         return self._coefficients[:, SIGMA].copy()
 
     def _fit_rows(self, batch, labels, scores) -> int:
-        return _arow_fit(batch.indptr, batch.indices, batch.values, labels, self.r,
+        return _arow_fit(batch.indptr, batch.indices, batch.values, labels, self._r,
                          self._coefficients.reshape(-1), scores)
 
     def _score_rows(self, batch, scores) -> None:

@@ -1,4 +1,4 @@
-"""The shared protocol and loop of the online learners (binary, labels in {-1, +1}).
+"""The shared protocol and loop of the online learners (binary classifiers).
 
 Every learner makes one ordered pass: for each example it computes the score
 ``w . x`` with the current weights, then updates (test-then-train). The per-example loop
@@ -6,11 +6,25 @@ runs inside one numba kernel per batch; a subclass supplies that kernel (``_fit_
 a scoring kernel (``_score_rows``), its state arrays and its weights. Validation happens
 here, once per batch, never in the kernels.
 
-Unlike the batch models (``algorithms.batch``: ``__init__`` stores, ``fit`` checks), a
-learner's constructor checks its arguments and allocates its whole state (at most
-``memory_bytes`` bytes, refused with ``StateTooLargeError`` when more than the memory still
-available): the state is the model, updated in place from the first ``partial_fit`` on,
-and a learner that could not run must not exist.
+A learner is a scikit-learn classifier (``algorithms.estimator``): ``__init__`` stores its
+arguments, every one has a default, and ``fit`` / ``partial_fit(X, y, classes=None)`` /
+``predict`` / ``decision_function`` / ``score`` / ``classes_`` are scikit-learn's, with any
+two labels (numbers, strings, booleans). The learner's state (at most ``memory_bytes``
+bytes, refused with ``StateTooLargeError`` when more than the memory still available) is
+allocated when its dimension is known:
+
+- ``n_features=d`` given: at once, by the constructor, which checks every argument first (a
+  learner that could not run is never built: the service creates a model by constructing
+  its learner). X may be narrower than d (the same examples in a larger space) or one 1-D
+  row; ``set_params`` rebuilds and re-checks at once too.
+- ``n_features=None`` (the default): at the first ``fit`` / ``partial_fit``, from the
+  width of X (``n_features_in_``); afterwards X must have exactly that many columns.
+
+Labels: the kernels learn -1 / +1. Labels that are all -1 or +1 need no classes (the
+service's, and every state's: ``classes_`` is then ``[-1, 1]``, int8); other labels name
+their two classes on the first call (``fit`` finds them in ``y``; ``partial_fit`` takes
+``classes=``, or finds both in its first batch), ``classes_[1]`` learned as +1. States do
+not record ``classes_`` (their format is unchanged): a loaded learner answers -1 / +1.
 """
 
 from __future__ import annotations
@@ -22,6 +36,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from algorithms.estimator import (
+    ClassifierMixin,
+    Estimator,
+    as_matrix_like,
+    binary_classes,
+    check_matrix_shape,
+    check_n_features,
+    column_or_1d,
+    not_fitted,
+)
 from algorithms.memory import check_fits
 from algorithms.online._featuremap import map_bytes
 from algorithms.serialization import dumps_state, loads_state
@@ -32,18 +56,32 @@ from algorithms.states import FORMAT_VERSION, KIND, envelope, open_envelope
 _TOP_SET_BYTES_PER_SLOT = 4 * 8 + 3 * 8   # slot arrays (the feature map: ``map_bytes``)
 _SMALL_STATE_BYTES = 128   # a learner's fixed-size arrays (top set meta, FOFS's norm state)
 _MAX_COUNT = int(np.iinfo(np.int64).max)   # counters reach the kernels as float / int64
+SIGNED_CLASSES = np.array([-1, 1], dtype=np.int8)   # ``classes_`` of -1 / +1 labels
+DEFAULT_BUDGET = 100   # the selecting learners' default B
 
 
-class OnlineLearner:
-    """Base class: ``partial_fit``, ``progressive_fit``, ``decision_function``, ``predict``,
-    ``selected_features``, ``weights``, ``state_dict`` / ``from_state_dict``,
-    ``to_bytes`` / ``from_bytes``.
+def _is_signed(classes: np.ndarray) -> bool:
+    return classes.dtype.kind in "iuf" and classes[0] == -1 and classes[1] == 1
+
+
+def _unchanged(old: Any, new: Any) -> bool:
+    try:
+        return old is new or (type(old) is type(new) and bool(old == new))
+    except (TypeError, ValueError):
+        return False
+
+
+class OnlineLearner(ClassifierMixin, Estimator):
+    """Base class: ``fit``, ``partial_fit``, ``progressive_fit``, ``decision_function``,
+    ``predict``, ``score``, ``selected_features``, ``weights``, ``state_dict`` /
+    ``from_state_dict``, ``to_bytes`` / ``from_bytes``.
 
     Subclasses set ``name`` (also the kind of their state, ``algorithms.states``),
     ``selects`` (whether ``budget`` bounds the non-zeros) and the names of their state
-    arrays; their constructor allocates those arrays (as ``self._<name>``) after calling
-    this one; they implement ``_fit_rows``, ``_score_rows`` and ``weights``, and may
-    override ``_check_state`` and ``_after_load``.
+    arrays; their constructor stores its arguments after calling this one and ends with
+    ``self._build_if_shaped()``; they implement ``_hyperparameters`` (their arguments
+    checked), ``_allocate`` (the state arrays, as ``self._<name>``), ``_fit_rows``,
+    ``_score_rows`` and ``weights``, and may override ``_check_state`` and ``_after_load``.
     """
 
     name: ClassVar[str] = ""
@@ -60,31 +98,126 @@ class OnlineLearner:
         super().__init_subclass__(**kwargs)
         cls.kind = cls.name
 
-    def __init__(self, *, n_features: int, budget: int | None = None) -> None:
-        self.n_features = int(n_features)
-        self.budget = None if budget is None else int(budget)
-        if not 1 <= self.n_features <= MAX_FEATURES:   # a batch's indices are int32
+    def __init__(self, *, n_features: int | None = None, budget: int | None = None) -> None:
+        self.n_features = n_features
+        self.budget = budget
+
+    # ------------------------------------------------------------------ building
+    def _hyperparameters(self) -> dict[str, Any]:
+        """The arguments other than ``n_features`` and ``budget``, checked, as the values
+        the kernels get (stored as ``self._<name>``); ValueError naming the first bad one."""
+        return {}
+
+    def _allocate(self) -> None:
+        """Allocate the state arrays for ``self._n_features`` and ``self._budget``."""
+
+    def _check_shape(self, n_features: Any) -> tuple[int, int | None]:
+        try:
+            n = int(n_features)
+            budget = None if self.budget is None else int(self.budget)
+        except OverflowError as exc:
+            raise ValueError(f"{self.name}: n_features and budget must be integers, got "
+                             f"{n_features!r} and {self.budget!r}") from exc
+        if not 1 <= n <= MAX_FEATURES:   # a batch's indices are int32
             raise ValueError(f"n_features must be in [1, {MAX_FEATURES}], got {n_features}")
         if self.selects:
-            if self.budget is None or self.budget < 1:
-                raise ValueError(f"{self.name}: budget must be an integer >= 1, got {budget}")
-        elif self.budget is not None and self.budget < 1:
-            raise ValueError(f"{self.name}: budget must be >= 1 or None, got {budget}")
-        check_fits(f"{self.name} over {self.n_features:,} features",
-                   type(self).memory_bytes(n_features=self.n_features, budget=self.budget))
+            if budget is None or budget < 1:
+                raise ValueError(f"{self.name}: budget must be an integer >= 1, got "
+                                 f"{self.budget}")
+        elif budget is not None and budget < 1:
+            raise ValueError(f"{self.name}: budget must be >= 1 or None, got {self.budget}")
+        return n, budget
+
+    def _build(self, n_features: Any) -> None:
+        """Check every argument for ``n_features`` features and allocate a fresh state."""
+        n, budget = self._check_shape(n_features)
+        check_fits(f"{self.name} over {n:,} features",
+                   type(self).memory_bytes(n_features=n, budget=budget))
+        values = self._hyperparameters()
+        before = set(vars(self))
+        self._n_features, self._budget = n, budget
+        self._strict = self.n_features is None   # shaped by the data: exactly its width
+        for key, value in values.items():
+            setattr(self, "_" + key, value)
+        self._allocate()
+        self.n_features_in_ = n
         self.n_examples_ = 0
         self.n_updates_ = 0
+        self._built = (set(vars(self)) - before) | {"_built", "classes_"}
+
+    def _build_if_shaped(self) -> None:
+        """Build at once when ``n_features`` is given (the constructor's last step)."""
+        if self.n_features is not None:
+            self._build(self.n_features)
+
+    def _unbuild(self) -> None:
+        """Forget the state and everything learned (back to the constructor's result)."""
+        for key in self.__dict__.pop("_built", ()):
+            self.__dict__.pop(key, None)
+
+    def _is_built(self) -> bool:
+        return "_built" in self.__dict__
+
+    def set_params(self, **params: Any) -> OnlineLearner:
+        """Set arguments (scikit-learn's ``set_params``). A built learner keeps what it has
+        learned when ``n_features`` and ``budget`` stay (the other arguments are checked at
+        once and apply from the next example); a new ``n_features`` or ``budget`` drops the
+        state (rebuilt at once when ``n_features`` is given, else at the next fit). On a
+        ValueError the arguments stay as they were."""
+        old = {name: getattr(self, name) for name in self._get_param_names()}
+        super().set_params(**params)
+        try:
+            if not self._is_built():
+                self._build_if_shaped()
+            elif _unchanged(old["n_features"], self.n_features) and \
+                    _unchanged(old["budget"], self.budget):
+                values = self._hyperparameters()
+                for key, value in values.items():
+                    setattr(self, "_" + key, value)
+            else:
+                if self.n_features is not None:
+                    self._check_shape(self.n_features)
+                self._hyperparameters()
+                self._unbuild()
+                self._build_if_shaped()
+        except Exception:
+            for name, value in old.items():
+                setattr(self, name, value)
+            raise
+        return self
 
     # ----------------------------------------------------------------- public protocol
-    def partial_fit(self, X, y) -> OnlineLearner:
-        """Learn from the rows of ``X`` in order (one pass). Returns ``self``."""
-        self.progressive_fit(X, y)
+    def fit(self, X, y) -> OnlineLearner:
+        """scikit-learn's ``fit``: forget what was learned, take the two classes of ``y``
+        and make one ordered pass over ``X`` (as ``partial_fit`` from a fresh learner).
+        Returns ``self``."""
+        X = as_matrix_like(X)
+        check_matrix_shape(X)
+        classes = binary_classes(column_or_1d(y))
+        self._unbuild()
+        self._build_if_shaped()
+        self._learn(X, y, classes)
+        return self
+
+    def partial_fit(self, X, y, classes=None) -> OnlineLearner:
+        """Learn from the rows of ``X`` in order (one pass). ``classes``: the two labels,
+        on the first call (not needed for -1 / +1 labels, nor when the first batch holds
+        both). Returns ``self``."""
+        self._learn(X, y, classes)
         return self
 
     def progressive_fit(self, X, y) -> np.ndarray:
         """Learn from ``X`` in order; return each row's score *before* it was learned."""
-        batch = self._batch(X)
-        labels = self._labels(y, batch.n_rows)
+        return self._learn(X, y, None)
+
+    def _learn(self, X, y, classes) -> np.ndarray:
+        built = self._is_built()
+        batch = self._batch(X) if built else self._first_batch(X)
+        labels, classes = self._labels(y, batch.n_rows, classes)
+        if not built:
+            self._build(batch.n_features)
+        if classes is not None and "classes_" not in self.__dict__:
+            self.classes_ = classes
         scores = np.empty(batch.n_rows, dtype=np.float64)
         if batch.n_rows:
             self.n_updates_ += int(self._fit_rows(batch, labels, scores))
@@ -92,7 +225,10 @@ class OnlineLearner:
         return scores
 
     def decision_function(self, X) -> np.ndarray:
-        """Scores ``w . x`` for each row of ``X`` (float64, shape (n,)). O(nnz)."""
+        """Scores ``w . x`` for each row of ``X`` (float64, shape (n,)); positive for
+        ``classes_[1]``. O(nnz)."""
+        if not self._is_built():
+            raise not_fitted(self)
         batch = self._batch(X)
         scores = np.empty(batch.n_rows, dtype=np.float64)
         if batch.n_rows:
@@ -100,8 +236,10 @@ class OnlineLearner:
         return scores
 
     def predict(self, X) -> np.ndarray:
-        """Labels in {-1, +1} (int8); a score of exactly 0 predicts +1."""
-        return np.where(self.decision_function(X) >= 0.0, 1, -1).astype(np.int8)
+        """Labels in ``classes_`` (-1 / +1 as int8 for -1 / +1 labels and loaded states);
+        a score of exactly 0 predicts ``classes_[1]``."""
+        positive = self.decision_function(X) >= 0.0
+        return self.__dict__.get("classes_", SIGNED_CLASSES)[positive.astype(np.intp)]
 
     def selected_features(self) -> np.ndarray:
         """Sorted indices of the non-zero weights (at most ``budget`` for selectors)."""
@@ -110,6 +248,11 @@ class OnlineLearner:
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         """(indices int64, values float64) of the non-zero weights, sorted by index."""
         raise NotImplementedError
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False   # binary
+        return tags
 
     @classmethod
     def memory_bytes(cls, *, n_features: int, budget: int | None = None) -> int:
@@ -122,16 +265,18 @@ class OnlineLearner:
                       + map_bytes(capacity, int(n_features)))
         return total
 
-    def get_params(self) -> dict[str, Any]:
-        """Constructor arguments (JSON-able)."""
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {name: getattr(self, name) for name in names}
+    def _state_params(self) -> dict[str, Any]:
+        """The checked constructor arguments (JSON-able), in the constructor's order: the
+        state's ``params`` (``n_features`` as built)."""
+        if not self._is_built():
+            raise not_fitted(self)
+        return {name: getattr(self, "_" + name) for name in self._signature_names()}
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume bit-exactly, in the envelope of
         ``algorithms.states`` (kind = ``name``): params, counters and state arrays (the
         ``_sparse_arrays`` as the rows that differ from an untouched feature's)."""
-        payload: dict[str, Any] = {"params": self.get_params(),
+        payload: dict[str, Any] = {"params": self._state_params(),
                                    "n_examples": self.n_examples_,
                                    "n_updates": self.n_updates_}
         for key in self._state_arrays:
@@ -219,6 +364,11 @@ class OnlineLearner:
             if isinstance(value, bool) or not isinstance(value, kinds):
                 raise ValueError(f"state member 'params': {key} must be {what}, got "
                                  f"{value!r}")
+        absent = [key for key in ("n_features", "budget") if key not in params
+                  and (key == "n_features" or cls.selects)]   # the shape: never a default
+        if absent:
+            raise ValueError(f"state member 'params' is invalid for {cls.name!r}: it lacks "
+                             f"{', '.join(absent)}")
         try:
             return cls(**params)
         except (TypeError, ValueError, OverflowError, MemoryError) as exc:
@@ -233,10 +383,6 @@ class OnlineLearner:
     def from_bytes(cls, data: bytes, *, max_bytes: int = 1 << 34) -> OnlineLearner:
         """Inverse of :meth:`to_bytes`; ValueError on a malformed or foreign state."""
         return cls.from_state_dict(loads_state(data, max_bytes=max_bytes))
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
     # ------------------------------------------------------------- subclass interface
     def _fit_rows(self, batch: CSRBatch, labels: np.ndarray, scores: np.ndarray) -> int:
@@ -255,18 +401,67 @@ class OnlineLearner:
 
     # ------------------------------------------------------------------ validation
     def _batch(self, X) -> CSRBatch:
-        return as_csr_batch(X, self.n_features)
+        """``X`` as a batch over the learner's features: exactly ``n_features_in_``
+        columns when the learner was shaped by its data, at most ``n_features`` (or one
+        1-D row) when it was given; complex numbers are refused."""
+        if self._strict:
+            X = as_matrix_like(X)
+            check_matrix_shape(X, min_samples=0)
+            batch = as_csr_batch(X)
+            check_n_features(self, batch.n_features)
+            return batch
+        return as_csr_batch(X, self._n_features)
 
-    @staticmethod
-    def _labels(y, n_rows: int) -> np.ndarray:
-        labels = np.asarray(y, dtype=np.float64).reshape(-1)
-        if labels.shape[0] != n_rows:
-            raise ValueError(f"y has {labels.shape[0]} labels for {n_rows} examples")
-        bad = (labels != 1.0) & (labels != -1.0)
+    def _first_batch(self, X) -> CSRBatch:
+        """``X`` as a batch that shapes a learner built with ``n_features=None``."""
+        X = as_matrix_like(X)
+        check_matrix_shape(X, min_samples=0)
+        return as_csr_batch(X)
+
+    def _labels(self, y, n_rows: int, classes) -> tuple[np.ndarray, np.ndarray | None]:
+        """(labels as -1.0 / +1.0, the classes to record): -1 / +1 labels are taken as they
+        are (vectorized, no copy for float64) unless other classes were named; other labels
+        map ``classes[1]`` to +1 and ``classes[0]`` to -1. ValueError (nothing recorded)
+        for a label outside the classes, classes that change, or classes that cannot be
+        found (one class in a first batch without ``classes=``)."""
+        known = self.__dict__.get("classes_")
+        if classes is not None:
+            classes = binary_classes(np.asarray(classes).reshape(-1))
+            if known is not None and (known.shape != classes.shape or
+                                      not np.all(known == classes)):
+                raise ValueError(f"classes {classes.tolist()} differ from the classes_ "
+                                 f"{known.tolist()} of the earlier calls")
+            known = classes
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1 and y.shape[0] > 1:
+            y = column_or_1d(y)
+        y = y.reshape(-1)
+        if y.shape[0] != n_rows:
+            raise ValueError(f"y has {y.shape[0]} labels for {n_rows} examples")
+        if (known is None or _is_signed(known)) and y.dtype.kind in "iuf":
+            labels = y.astype(np.float64, copy=False)
+            bad = (labels != 1.0) & (labels != -1.0)
+            if not bad.any():
+                return labels, SIGNED_CLASSES if known is None else known
+            if known is not None:
+                position = int(np.argmax(bad))
+                raise ValueError(f"label {float(labels[position])!r} at row {position} is "
+                                 f"not -1 or +1 (the classes_ {known.tolist()})")
+        if known is None:
+            if n_rows == 0:
+                return np.zeros(0), None
+            try:
+                known = binary_classes(y)
+            except ValueError as exc:
+                raise ValueError(f"{exc}; pass classes= (the two labels) to the first "
+                                 "partial_fit") from exc
+        positive, negative = y == known[1], y == known[0]
+        bad = ~(positive | negative)
         if bad.any():
             position = int(np.argmax(bad))
-            raise ValueError(f"label {float(labels[position])!r} at row {position} is not -1 or +1")
-        return labels
+            raise ValueError(f"label {y[position]!r} at row {position} is not one of the "
+                             f"classes_ {known.tolist()}")
+        return np.where(positive, 1.0, -1.0), known
 
 
 def check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:

@@ -33,7 +33,7 @@ from algorithms.online._topset import (
     _offer,
     _set_key,
 )
-from algorithms.online.base import check_positive
+from algorithms.online.base import DEFAULT_BUDGET, check_positive
 from algorithms.online.selecting import SelectingLearner
 from algorithms.sparse._bytes import float_bits
 from algorithms.sparse._prefetch import stream_ahead
@@ -165,7 +165,7 @@ class FOFS(SelectingLearner):
 
     Parameters
     ----------
-    n_features : dimension d.
+    n_features : dimension d (None: the width of the first X).
     budget : B, the most non-zero weights kept.
     eta : step size (Wang et al. use 0.2).
     lam : shrinkage lambda; weights stay in the L2 ball of radius 1/sqrt(lam) (0: none).
@@ -176,13 +176,22 @@ class FOFS(SelectingLearner):
     # (guard: benchmarks/online.py, training throughput; decision_function follows suit)
     _state_arrays = SelectingLearner._state_arrays + ("norm_state",)
 
-    def __init__(self, *, n_features: int, budget: int, eta: float = 0.2,
-                 lam: float = 0.01) -> None:
+    def __init__(self, *, n_features: int | None = None, budget: int = DEFAULT_BUDGET,
+                 eta: float = 0.2, lam: float = 0.01) -> None:
         super().__init__(n_features=n_features, budget=budget)
-        self.eta = check_positive("eta", eta)
-        self.lam = check_positive("lam", lam, allow_zero=True)
-        if self.lam * self.eta >= 1.0:
-            raise ValueError(f"lam * eta must be < 1, got {self.lam * self.eta}")
+        self.eta = eta
+        self.lam = lam
+        self._build_if_shaped()
+
+    def _hyperparameters(self) -> dict:
+        eta = check_positive("eta", self.eta)
+        lam = check_positive("lam", self.lam, allow_zero=True)
+        if lam * eta >= 1.0:
+            raise ValueError(f"lam * eta must be < 1, got {lam * eta}")
+        return {"eta": eta, "lam": lam}
+
+    def _allocate(self) -> None:
+        super()._allocate()
         self._norm_state = np.array([1.0, 0.0, 0.0])
 
     def _check_state(self, rows) -> None:
@@ -201,5 +210,5 @@ class FOFS(SelectingLearner):
         return float(self._norm_state[SCALE])
 
     def _fit_rows(self, batch, labels, scores) -> int:
-        return _fofs_fit(batch.indptr, batch.indices, batch.values, labels, self.eta,
-                         self.lam, *self._kernel_state(), self._norm_state, scores)
+        return _fofs_fit(batch.indptr, batch.indices, batch.values, labels, self._eta,
+                         self._lam, *self._kernel_state(), self._norm_state, scores)

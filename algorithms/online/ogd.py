@@ -85,7 +85,7 @@ class OGD(OnlineLearner):
 
     Parameters
     ----------
-    n_features : dimension d.
+    n_features : dimension d (None: the width of the first X).
     eta : initial step size.
     power_t : decay exponent of the step size (0.5: eta / sqrt(t); 0: constant).
     """
@@ -94,16 +94,23 @@ class OGD(OnlineLearner):
     _bytes_per_feature = 8
     _state_arrays = ("weights",)
 
-    def __init__(self, *, n_features: int, budget: int | None = None, eta: float = 1.0,
-                 power_t: float = 0.5) -> None:
+    def __init__(self, *, n_features: int | None = None, budget: int | None = None,
+                 eta: float = 1.0, power_t: float = 0.5) -> None:
         super().__init__(n_features=n_features, budget=budget)
-        self.eta = check_positive("eta", eta)
-        self.power_t = check_positive("power_t", power_t, allow_zero=True)
-        self._weights = np.zeros(self.n_features, dtype=np.float64)
+        self.eta = eta
+        self.power_t = power_t
+        self._build_if_shaped()
+
+    def _hyperparameters(self) -> dict:
+        return {"eta": check_positive("eta", self.eta),
+                "power_t": check_positive("power_t", self.power_t, allow_zero=True)}
+
+    def _allocate(self) -> None:
+        self._weights = np.zeros(self._n_features, dtype=np.float64)
 
     def _fit_rows(self, batch, labels, scores) -> int:
-        return _ogd_fit(batch.indptr, batch.indices, batch.values, labels, self.eta,
-                        self.power_t, float(self.n_examples_), self._weights, scores)
+        return _ogd_fit(batch.indptr, batch.indices, batch.values, labels, self._eta,
+                        self._power_t, float(self.n_examples_), self._weights, scores)
 
     def _score_rows(self, batch, scores) -> None:
         _dense_scores(batch.indptr, batch.indices, batch.values, self._weights, scores)

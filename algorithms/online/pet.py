@@ -26,7 +26,7 @@ from algorithms.online._topset import (
     _offer,
     _set_key,
 )
-from algorithms.online.base import check_positive
+from algorithms.online.base import DEFAULT_BUDGET, check_positive
 from algorithms.online.ogd import _decay
 from algorithms.online.selecting import SelectingLearner
 from algorithms.sparse._bytes import float_bits
@@ -135,7 +135,7 @@ class PET(SelectingLearner):
 
     Parameters
     ----------
-    n_features : dimension d.
+    n_features : dimension d (None: the width of the first X).
     budget : B, the most non-zero weights kept.
     eta : step size (only the scale of w; irrelevant to accuracy when ``update_on="mistake"``
         and ``power_t=0``).
@@ -156,21 +156,29 @@ class PET(SelectingLearner):
     >>> pet = PET(n_features=4, budget=2).partial_fit(np.eye(4), [1, -1, 1, 1])
     >>> len(pet.selected_features()) <= 2
     True
+    >>> PET(budget=2).fit(np.eye(4), ["no", "yes", "no", "yes"]).predict(np.eye(4)[:2])
+    array(['no', 'yes'], dtype='<U3')
     """
 
     name = "pet"
 
-    def __init__(self, *, n_features: int, budget: int, eta: float = 1.0,
-                 update_on: str = "mistake", power_t: float = 0.0) -> None:
+    def __init__(self, *, n_features: int | None = None, budget: int = DEFAULT_BUDGET,
+                 eta: float = 1.0, update_on: str = "mistake", power_t: float = 0.0) -> None:
         super().__init__(n_features=n_features, budget=budget)
-        self.eta = check_positive("eta", eta)
-        self.power_t = check_positive("power_t", power_t, allow_zero=True)
-        if update_on not in ("mistake", "hinge"):
-            raise ValueError(f"update_on must be 'mistake' or 'hinge', got {update_on!r}")
+        self.eta = eta
         self.update_on = update_on
+        self.power_t = power_t
+        self._build_if_shaped()
+
+    def _hyperparameters(self) -> dict:
+        eta = check_positive("eta", self.eta)
+        power_t = check_positive("power_t", self.power_t, allow_zero=True)
+        if not isinstance(self.update_on, str) or self.update_on not in ("mistake", "hinge"):
+            raise ValueError(f"update_on must be 'mistake' or 'hinge', got {self.update_on!r}")
+        return {"eta": eta, "update_on": self.update_on, "power_t": power_t}
 
     def _fit_rows(self, batch, labels, scores) -> int:
-        return _pet_fit(batch.indptr, batch.indices, batch.values, labels, self.eta,
-                        self.power_t, float(self.n_examples_), self.update_on == "hinge",
+        return _pet_fit(batch.indptr, batch.indices, batch.values, labels, self._eta,
+                        self._power_t, float(self.n_examples_), self._update_on == "hinge",
                         *self._kernel_state(), scores)
 

@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 
 from algorithms.online import _featuremap, _topset
-from algorithms.online.base import OnlineLearner
+from algorithms.online.base import DEFAULT_BUDGET, OnlineLearner
 from algorithms.sparse import CSRBatch
 
 
@@ -28,15 +28,18 @@ class SelectingLearner(OnlineLearner):
     # A kept feature's key is |its stored value| (PET, FOFS); SOFS keys variances
     _keys_are_abs_values: ClassVar[bool] = True
 
-    def __init__(self, *, n_features: int, budget: int) -> None:
+    def __init__(self, *, n_features: int | None = None, budget: int = DEFAULT_BUDGET) -> None:
         super().__init__(n_features=n_features, budget=budget)
-        arrays = _topset.allocate(min(self.budget, self.n_features), self.n_features)
+
+    def _allocate(self) -> None:
+        arrays = _topset.allocate(min(self._budget, self._n_features), self._n_features)
         for key, array in arrays.items():
             setattr(self, "_" + key, array)
 
     def _check_state(self, rows) -> None:
         _topset.check(self._slot_ints, self._slot_floats, self._meta,
-                      n_features=self.n_features, keys_are_abs_values=self._keys_are_abs_values)
+                      n_features=self._n_features,
+                      keys_are_abs_values=self._keys_are_abs_values)
 
     def _after_load(self) -> None:
         self._map_entries = _topset.rebuild_map(self._slot_ints, self._meta,

@@ -43,7 +43,7 @@ from algorithms.online.arow import (
     _offset,
     check_coefficients,
 )
-from algorithms.online.base import check_positive
+from algorithms.online.base import DEFAULT_BUDGET, check_positive
 from algorithms.online.ogd import _dense_scores
 from algorithms.online.selecting import SelectingLearner
 from algorithms.sparse._bytes import float_bits
@@ -165,7 +165,7 @@ class SOFS(SelectingLearner):
 
     Parameters
     ----------
-    n_features : dimension d.
+    n_features : dimension d (None: the width of the first X).
     budget : B, the most non-zero weights kept.
     r : AROW regularization (r > 0); smaller r means larger, more aggressive steps.
     """
@@ -176,10 +176,18 @@ class SOFS(SelectingLearner):
     _state_arrays = SelectingLearner._state_arrays
     _sparse_arrays = {"coefficients": (0.0, 1.0)}
 
-    def __init__(self, *, n_features: int, budget: int, r: float = 1.0) -> None:
+    def __init__(self, *, n_features: int | None = None, budget: int = DEFAULT_BUDGET,
+                 r: float = 1.0) -> None:
         super().__init__(n_features=n_features, budget=budget)
-        self.r = check_positive("r", r)
-        self._coefficients = np.zeros((self.n_features, 2), dtype=np.float64)
+        self.r = r
+        self._build_if_shaped()
+
+    def _hyperparameters(self) -> dict:
+        return {"r": check_positive("r", self.r)}
+
+    def _allocate(self) -> None:
+        super()._allocate()
+        self._coefficients = np.zeros((self._n_features, 2), dtype=np.float64)
         self._coefficients[:, SIGMA] = 1.0
 
     @property
@@ -188,7 +196,7 @@ class SOFS(SelectingLearner):
         return np.abs(self._coefficients[:, SIGMA])
 
     def _fit_rows(self, batch, labels, scores) -> int:
-        return _sofs_fit(batch.indptr, batch.indices, batch.values, labels, self.r,
+        return _sofs_fit(batch.indptr, batch.indices, batch.values, labels, self._r,
                          self._coefficients.reshape(-1), *self._kernel_state(), scores)
 
     def _score_rows(self, batch, scores) -> None:

@@ -23,6 +23,18 @@ from scipy.special import expit
 
 from algorithms.anytime import METHODS, AnytimeLinearModel
 from algorithms.batch import BatchModel, as_dense
+from algorithms.estimator import (
+    ClassifierMixin,
+    RegressorMixin,
+    available_if,
+    binary_classes,
+    check_matrix_shape,
+    check_n_features,
+    column_or_1d,
+    label_array,
+    not_fitted,
+    sklearn_tags_as,
+)
 from algorithms.gbfs import GBFS
 from algorithms.nvsd._state import get_array, get_number, sub_state
 from algorithms.per_set.figures import (
@@ -42,14 +54,15 @@ _ANYTIME_OWN = ("groups", "costs", "method", "budget")
 _GBFS_OWN = ("loss", "feature_groups", "group_costs", "feature_costs")
 
 
-class PerSetChoice(BatchModel):
-    """Per computed set, the better of an anytime linear model and GBFS on validation data.
+class PerSetChoice(RegressorMixin, BatchModel):
+    """Per computed set, the better of an anytime linear model and GBFS on validation data;
+    a scikit-learn regressor (``task="regression"``) or classifier (``"classification"``).
 
     Parameters (keyword-only)
     -------------------------
     groups : feature-index lists, a partition of the features (GBFS needs every feature
-        in a group)
-    costs : one cost >= 0 per group
+        in a group); None (the default): every feature is its own group
+    costs : one cost >= 0 per group; None (the default): 1 each
     task : "regression" (default) | "classification" (any two labels; both halves learn
         them as -1 / +1, ``classes_`` keeps the originals, sorted)
     method : the anytime half's method (default "cs-g-omp")
@@ -79,8 +92,9 @@ class PerSetChoice(BatchModel):
     kind = "per-set-choice"
     format_version = 1
 
-    def __init__(self, *, groups: Sequence[Sequence[int]], costs: Sequence[float],
-                 task: str = "regression", method: str = "cs-g-omp",
+    def __init__(self, *, groups: Sequence[Sequence[int]] | None = None,
+                 costs: Sequence[float] | None = None, task: str = "regression",
+                 method: str = "cs-g-omp",
                  anytime_params: Mapping[str, Any] | None = None,
                  gbfs_params: Mapping[str, Any] | None = None,
                  max_validation_rows: int = 5000, random_state: int = 0,
@@ -115,22 +129,36 @@ class PerSetChoice(BatchModel):
             clash = sorted(set(value or ()) & set(own))
             if clash:
                 raise ValueError(f"{name} may not set {clash}: PerSetChoice sets them")
-        self._anytime().check_params(n_features)
-        self._gbfs().check_params(n_features)
+        self._anytime(n_features).check_params(n_features)
+        self._gbfs(n_features).check_params(n_features)
 
-    def _anytime(self) -> AnytimeLinearModel:
+    def _groups_and_costs(self, n_features: int) -> tuple[Any, Any]:
+        """``groups`` (None: one per feature) and ``costs`` (None: 1 per group)."""
+        groups = [[f] for f in range(int(n_features))] if self.groups is None else self.groups
+        costs = self.costs
+        if costs is None:
+            try:
+                costs = [1.0] * len(groups)
+            except TypeError as exc:
+                raise ValueError(f"groups must be lists of feature indices, got "
+                                 f"{groups!r}") from exc
+        return groups, costs
+
+    def _anytime(self, n_features: int) -> AnytimeLinearModel:
+        groups, costs = self._groups_and_costs(n_features)
         try:
-            return AnytimeLinearModel(groups=self.groups, costs=self.costs,
+            return AnytimeLinearModel(groups=groups, costs=costs,
                                       method=self.method, **dict(self.anytime_params or {}))
         except TypeError as exc:
             raise TypeError(f"bad anytime_params {sorted(self.anytime_params or {})}: "
                             f"{exc}") from exc
 
-    def _gbfs(self) -> GBFS:
+    def _gbfs(self, n_features: int) -> GBFS:
         loss = "squared" if self.task == "regression" else "logistic"
+        groups, costs = self._groups_and_costs(n_features)
         try:
-            groups = [np.asarray(g, dtype=np.int64).ravel().tolist() for g in self.groups]
-            costs = np.asarray(self.costs, dtype=np.float64).ravel()
+            groups = [np.asarray(g, dtype=np.int64).ravel().tolist() for g in groups]
+            costs = np.asarray(costs, dtype=np.float64).ravel()
         except (TypeError, ValueError) as exc:
             raise ValueError(f"groups must be lists of feature indices and costs numbers: "
                              f"{exc}") from exc
@@ -145,9 +173,7 @@ class PerSetChoice(BatchModel):
                 ) -> tuple[np.ndarray, np.ndarray | None]:
         """Targets as float64 (classification: -1 / +1 for ``classes[0]`` / ``classes[1]``,
         ``classes`` found from ``y`` when None) and the classes."""
-        y = np.asarray(y)
-        if y.shape != (n,):
-            raise ValueError(f"y must have shape ({n},), got {y.shape}")
+        y = column_or_1d(y, n)
         if self.task == "regression":
             try:
                 y = y.astype(np.float64)
@@ -156,14 +182,11 @@ class PerSetChoice(BatchModel):
             if not np.all(np.isfinite(y)):
                 raise ValueError("y contains NaN or infinite values")
             return y, None
-        if y.dtype.kind not in "biufU":
-            raise ValueError(f"labels must be numbers or strings, got dtype {y.dtype}")
+        y = label_array(y)
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
             raise ValueError("labels contain NaN or infinite values")
         if classes is None:
-            classes = np.unique(y)
-            if classes.size != 2:
-                raise ValueError(f"classification needs exactly 2 classes, got {classes}")
+            classes = binary_classes(y, "classification")
         unknown = ~np.isin(y, classes)
         if unknown.any():
             raise ValueError(f"label {y[np.argmax(unknown)]!r} is not one of {classes}")
@@ -175,7 +198,7 @@ class PerSetChoice(BatchModel):
         build the greedy combined sequence (class docstring). ``X``: dense, scipy sparse or
         ``CSRBatch``, finite. ``progress(fraction)`` is called as the work advances. Cost:
         the two fits, plus up to ``J (J + 1)`` validation scorings for the sequence."""
-        X = as_dense(X)
+        X = as_dense(X, min_samples=1)
         n, d = X.shape
         self.check_params(d)
         target, classes = self._encode(y, n)
@@ -185,7 +208,8 @@ class PerSetChoice(BatchModel):
         if X_val is None:
             n_val = max(1, int(round(VALIDATION_FRACTION * n)))
             if n - n_val < 2:
-                raise ValueError(f"need at least 3 rows to hold out validation rows, got {n}")
+                raise ValueError(f"need at least 3 rows to hold out validation rows, got "
+                                 f"n_samples={n}")
             order = rng.permutation(n)
             val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
             X_fit, t_fit, Xv, tv = X[train], target[train], X[val], target[val]
@@ -200,10 +224,10 @@ class PerSetChoice(BatchModel):
                                       replace=False))
             Xv, tv = Xv[keep], tv[keep]
         Xv, tv = np.ascontiguousarray(Xv), np.ascontiguousarray(tv)
-        anytime = self._anytime().fit(X_fit, t_fit, X_val=Xv, y_val=tv)
+        anytime = self._anytime(d).fit(X_fit, t_fit, X_val=Xv, y_val=tv)
         if progress is not None:
             progress(0.05)
-        gbfs = self._gbfs().fit(X_fit, t_fit, progress=None if progress is None else (
+        gbfs = self._gbfs(d).fit(X_fit, t_fit, progress=None if progress is None else (
             lambda f: progress(0.05 + 0.85 * f)))
         self._attach(anytime, gbfs, Xv, tv, classes)
         self._build_sequence()
@@ -253,9 +277,34 @@ class PerSetChoice(BatchModel):
     def _score_gbfs(self, X: np.ndarray, S: tuple[int, ...]) -> np.ndarray:
         return self.gbfs_.decision_function(X, computed_groups=S)
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__() or self.__dict__)
+        state.pop("_anytime_lock", None)   # a lock does not pickle: a new one on loading
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        restore = getattr(super(), "__setstate__", None)
+        if restore is None:
+            self.__dict__.update(state)
+        else:
+            restore(state)
+        if "anytime_" in state:
+            self._anytime_lock = threading.Lock()
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "anytime_figures_"):
-            raise ValueError("this PerSetChoice is not fitted: call fit first")
+            raise not_fitted(self)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        return sklearn_tags_as(tags, "classifier" if self.task == "classification"
+                               else "regressor")
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """R^2 (regression) or mean accuracy (classification) of :meth:`predict`."""
+        if self.task == "classification":
+            return ClassifierMixin.score(self, X, y, sample_weight)
+        return super().score(X, y, sample_weight)
 
     def _key(self, computed_groups: Iterable[int] | None) -> tuple[int, ...]:
         self._check_fitted()
@@ -281,8 +330,10 @@ class PerSetChoice(BatchModel):
         except (TypeError, ValueError) as exc:
             raise TypeError(f"X must be a numeric matrix (array, scipy sparse or CSRBatch), "
                             f"got {type(X).__name__}: {exc}") from exc
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+        check_matrix_shape(X, min_samples=0)
+        if X.ndim != 2:
             raise ValueError(f"X must have {self.n_features_in_} columns, got shape {X.shape}")
+        check_n_features(self, X.shape[1])
         finite = np.isfinite(X)
         if finite.all():
             return X
@@ -339,12 +390,11 @@ class PerSetChoice(BatchModel):
             return scores
         return self.classes_[(scores >= 0.0).astype(np.int64)]
 
+    @available_if(lambda model: model.task == "classification")
     def predict_proba(self, X: Any, *, computed_groups: Iterable[int] | None = None
                       ) -> np.ndarray:
         """``[1 - p, p]`` (n, 2), ``p`` the chosen half's calibrated probability of
         ``classes_[1]``; classification only."""
-        if self.task != "classification":
-            raise AttributeError("predict_proba needs task='classification'")
         p = expit(self.decision_function(X, computed_groups=computed_groups))
         return np.column_stack([1.0 - p, p])
 
@@ -374,9 +424,16 @@ class PerSetChoice(BatchModel):
         ``algorithms.states``; the halves' states (each with its envelope) under
         ``anytime.`` and ``gbfs.``. Classes are an array when numeric, a list when strings;
         ``sequence_half`` is 0 (anytime) / 1 (gbfs) per prefix."""
+        if self.groups is None or self.costs is None:   # resolved by fit
+            if not hasattr(self, "groups_"):
+                raise ValueError("the state of a PerSetChoice without groups or costs needs "
+                                 "a fitted model (fit resolves them)")
+            groups, costs = self.groups_, self.costs_
+        else:
+            groups, costs = self.groups, self.costs
         try:
-            groups = [np.asarray(g, dtype=np.int64).ravel() for g in self.groups]
-            costs = np.asarray(self.costs, dtype=np.float64).ravel()
+            groups = [np.asarray(g, dtype=np.int64).ravel() for g in groups]
+            costs = np.asarray(costs, dtype=np.float64).ravel()
         except (TypeError, ValueError) as exc:
             raise ValueError(f"groups and costs must be numeric: {exc}") from exc
         payload: dict[str, Any] = {

@@ -307,6 +307,15 @@ class SetFigures:
         self._cache: OrderedDict[tuple[int, ...], ValidationFigures] = OrderedDict()
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]   # a lock does not pickle: a new one on loading
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def n_groups(self) -> int:
         return len(self.groups)

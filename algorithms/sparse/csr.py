@@ -140,6 +140,8 @@ def as_csr_batch(X, n_features: int | None = None) -> CSRBatch:
         return X
     if sp.issparse(X):
         X = sp.csr_matrix(X)
+        if X.dtype.kind == "c":
+            raise ValueError("Complex data not supported")
         width = X.shape[1]
         if n_features is not None and width > n_features:
             raise ValueError(f"X has {width} features, the model {n_features}")
@@ -150,7 +152,10 @@ def as_csr_batch(X, n_features: int | None = None) -> CSRBatch:
             X.sum_duplicates()
         indptr, indices, values = X.indptr, X.indices, X.data
     else:
-        dense = np.asarray(X, dtype=VALUE_DTYPE)
+        dense = np.asarray(X)
+        if dense.dtype.kind == "c":
+            raise ValueError("Complex data not supported")
+        dense = dense.astype(VALUE_DTYPE, copy=False)
         if dense.ndim == 1:
             dense = dense[None, :]
         if dense.ndim != 2:

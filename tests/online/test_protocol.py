@@ -87,14 +87,34 @@ def test_unseen_features_and_empty_rows_score_zero(name):
     assert learner.predict(empty).tolist() == [1, 1]
 
 
-@pytest.mark.parametrize("bad_y, message", [([0, 1], r"not -1 or \+1"), ([1], "labels for")])
-def test_bad_labels_are_rejected_and_change_nothing(name, bad_y, message):
+@pytest.mark.parametrize("bad_y, classes, message", [
+    ([0, 1], [-1, 1], r"not -1 or \+1"), ([1], None, "labels for"),
+    ([0, 0], None, "classes="), ([0, 1], ["a", "b"], "not one of the classes")])
+def test_bad_labels_are_rejected_and_change_nothing(name, bad_y, classes, message):
     learner = make(name)
     X = np.zeros((2, D))
     X[0, 0] = 1.0
     with pytest.raises(ValueError, match=message):
-        learner.partial_fit(X, bad_y)
+        learner.partial_fit(X, bad_y, classes=classes)
     assert learner.n_examples_ == 0 and len(learner.weights()[0]) == 0
+    assert not hasattr(learner, "classes_")
+
+
+def test_any_two_labels_name_their_classes(name):
+    X, y = data(4, n=120)
+    signed = make(name).partial_fit(X, y)
+    for labels in (np.where(y > 0, "spam", "ham"), (y > 0).astype(int), y > 0):
+        learner = make(name).partial_fit(X, labels)   # both classes in the first batch
+        assert learner.classes_.tolist() == sorted(set(labels.tolist()))
+        np.testing.assert_array_equal(learner.decision_function(X),
+                                      signed.decision_function(X))
+        np.testing.assert_array_equal(learner.predict(X) == learner.classes_[1],
+                                      signed.predict(X) == 1)
+    assert signed.classes_.tolist() == [-1, 1] and signed.predict(X).dtype == np.int8
+    first = make(name).partial_fit(X[:1], ["b"], classes=["a", "b"])
+    assert first.classes_.tolist() == ["a", "b"]
+    with pytest.raises(ValueError, match="differ"):
+        first.partial_fit(X[:1], ["b"], classes=["b", "c"])
 
 
 def test_bad_inputs_are_rejected(name):
