@@ -90,7 +90,9 @@ def test_the_anytime_model_answers_as_before():
     assert model.max_cost == 30.0 and model.sequence_.tolist() == expected["sequence"]
     assert model.predict(probe).tolist() == expected["full"]
     assert model.predict(probe, max_cost=5.0).tolist() == expected["budget_5"]
-    assert model.predict(probe, computed_groups=[0, 2]).tolist() == expected["groups_02"]
+    # a set's solve extends the sequence's factor now: the same answer to rounding
+    np.testing.assert_allclose(model.predict(probe, computed_groups=[0, 2]),
+                               expected["groups_02"], rtol=1e-12, atol=1e-12)
     assert model.next_group([0]) == expected["next_after_0"]
     assert model.next_group([], max_cost=4.0) == expected["next_budget"]
 
@@ -153,6 +155,23 @@ def _layout(expected):
     return spec, BatchLayout(spec), split_params(spec)
 
 
+def _same_answer(got, want, where) -> None:
+    """Equal answers; numbers to 1e-12 relative (an anytime set's solve extends the
+    sequence's factor now, which may change the last bits)."""
+    if isinstance(want, float) and isinstance(got, float):
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-12), where
+    elif isinstance(want, dict) and isinstance(got, dict):
+        assert got.keys() == want.keys(), where
+        for key in want:
+            _same_answer(got[key], want[key], (*where, key))
+    elif isinstance(want, list) and isinstance(got, list):
+        assert len(got) == len(want), where
+        for a, b in zip(got, want, strict=True):
+            _same_answer(a, b, where)
+    else:
+        assert got == want, where
+
+
 @pytest.mark.parametrize("name", ARTIFACTS)
 def test_a_stored_batch_artifact_answers_as_before(name):
     from service.batch import artifact as artifacts
@@ -167,7 +186,7 @@ def test_a_stored_batch_artifact_answers_as_before(name):
         S = json.loads(key)
         budget = 2.5 if S == [0] else None
         got = json.loads(json.dumps(served.answer(probe, S, budget)))
-        assert got == answer, (name, S)
+        _same_answer(got, answer, (name, S))
     assert json.loads(json.dumps(served.sequence())) == expected["sequence"]
 
 

@@ -14,6 +14,7 @@ models' (``algorithms.batch``); ``budget=`` and ``groups=`` are the deprecated s
 from __future__ import annotations
 
 import numbers
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -21,8 +22,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from algorithms.anytime import _kernels as kernels
-from algorithms.anytime.criteria import next_group_scores
 from algorithms.anytime.doubling import doubling_eligible, doubling_sequence
 from algorithms.anytime.greedy import (
     CRITERIA,
@@ -32,6 +31,7 @@ from algorithms.anytime.greedy import (
     sequence_in_order,
 )
 from algorithms.anytime.statistics import SufficientStatistics, _as_matrix
+from algorithms.anytime.subsets import SubsetSolver
 from algorithms.batch import DEPRECATED, BatchModel, deprecated_alias
 from algorithms.estimator import (
     RegressorMixin,
@@ -44,6 +44,8 @@ from algorithms.metrics.anytime import explained_variance_from_statistics
 from algorithms.states import envelope, open_envelope, renamed
 
 METHODS = ("cs-g-omp", "cs-g-fr", "doubling", "no-whiten", "single", "group-lasso")
+SOLVE_CACHE_BYTES = 64 << 20  # factors, and coefficients, of recent sets kept (each)
+SOLVE_RTOL = 1e-14  # a solve's pivot <= SOLVE_RTOL * C_jj is a dependent direction
 
 
 class AnytimeLinearModel(RegressorMixin, BatchModel):
@@ -186,6 +188,29 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         self._subset_cache: OrderedDict = OrderedDict()
         self._next_cache: OrderedDict = OrderedDict()
         self._kind = CRITERIA.get(self.method, CRITERIA["cs-g-fr"])
+        self._lock = threading.Lock()  # the caches, read by several serving threads
+        self._solver: SubsetSolver | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling keeps the fitted model, not its caches (rebuilt on load)."""
+        state = dict(self.__dict__)
+        for name in ("_subset_cache", "_next_cache", "_lock", "_solver"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if hasattr(self, "gram_"):
+            self._reset_caches()
+
+    def _subsets(self) -> SubsetSolver:
+        """Factors of ``C_S`` sharing the sequence's (``algorithms.anytime.subsets``)."""
+        with self._lock:
+            if self._solver is None:
+                self._solver = SubsetSolver(self.gram_, self.correlation_, self.groups_,
+                                            self.sequence_, cache_bytes=SOLVE_CACHE_BYTES,
+                                            rtol=SOLVE_RTOL)
+            return self._solver
 
     # ------------------------------------------------------------------ serving
     def prefix_length(self, max_cost: float) -> int:
@@ -200,7 +225,9 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
     def coef_for_groups(self, computed_groups: Iterable[int]) -> tuple[np.ndarray, float]:
-        """Raw-scale ``(coef (D,), intercept)`` of ``w(S) = C_S⁻¹ b_S``; cached, O(|S|³) on miss."""
+        """Raw-scale ``(coef (D,), intercept)`` of ``w(S) = C_S⁻¹ b_S``; cached. On a miss
+        the factor of ``C_S`` extends the sequence's prefix factor (``SubsetSolver``):
+        O(k_P²·r + r³ + k²) for ``S`` = a prefix of ``k_P`` features plus ``r`` others."""
         return self._subset(computed_groups)[:2]
 
     def explained_variance(self, computed_groups: Iterable[int]) -> float:
@@ -208,23 +235,27 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         return self._subset(computed_groups)[2]
 
     def _subset(self, groups: Iterable[int]) -> tuple[np.ndarray, float, float]:
+        """(coef, intercept, training EV) of exactly ``groups``; an LRU of at most
+        ``cache_size`` sets and ``SOLVE_CACHE_BYTES`` of coefficients."""
         key = frozenset(_group_ids(groups))
-        hit = self._subset_cache.get(key)
-        if hit is not None:
-            self._subset_cache.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._subset_cache.get(key)
+            if hit is not None:
+                self._subset_cache.move_to_end(key)
+                return hit
         if any(g < 0 or g >= len(self.groups_) for g in key):
             raise ValueError(f"group ids must be in [0, {len(self.groups_)})")
         w = np.zeros(self.n_features_in_)
-        idx = np.concatenate([self.groups_[g] for g in sorted(key)]) if key else np.zeros(0, int)
-        if key:
-            w[idx] = _ridge_solve(self.gram_[np.ix_(idx, idx)], self.correlation_[idx])
+        idx, w_S = self._subsets().weights(key)
+        w[idx] = w_S
         coef = w * (self.y_scale_ / self.x_scale_)
         entry = (coef, float(self.y_mean_ - coef[idx] @ self.x_mean_[idx]),
                  float(self._standardized_ev(w[None, :], idx)[0]))
-        self._subset_cache[key] = entry
-        if len(self._subset_cache) > self.cache_size:
-            self._subset_cache.popitem(last=False)
+        limit = max(1, min(int(self.cache_size), SOLVE_CACHE_BYTES // max(1, coef.nbytes)))
+        with self._lock:
+            self._subset_cache[key] = entry
+            while len(self._subset_cache) > limit:
+                self._subset_cache.popitem(last=False)
         return entry
 
     def predict(self, X, *, max_cost: float | None = None,
@@ -284,8 +315,9 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         max_cost = deprecated_alias("next_group", "budget", "max_cost", budget, max_cost)
         key = (frozenset(_group_ids(computed_groups)),
                None if max_cost is None else float(max_cost))
-        if key in self._next_cache:
-            return self._next_cache[key]
+        with self._lock:
+            if key in self._next_cache:
+                return self._next_cache[key]
         S = key[0]
         J = len(self.groups_)
         spent = float(sum(self.costs_[g] for g in S))
@@ -298,13 +330,15 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         else:
             if self.method == "doubling":
                 remaining = doubling_eligible(self.costs_, remaining, spent)
-            scores = next_group_scores(self.gram_, self.correlation_, self.groups_, sorted(S),
-                                       self._kind, remaining)
-            g = pick_group(scores, self.costs_, remaining)
-            choice = None if g < 0 else g
-        self._next_cache[key] = choice
-        if len(self._next_cache) > self.cache_size:
-            self._next_cache.popitem(last=False)
+            choice = None
+            if remaining.any():  # scored against S's factor, shared with the solve of S
+                scores = self._subsets().scores(S, self._kind, remaining)
+                g = pick_group(scores, self.costs_, remaining)
+                choice = None if g < 0 else g
+        with self._lock:
+            self._next_cache[key] = choice
+            if len(self._next_cache) > self.cache_size:
+                self._next_cache.popitem(last=False)
         return choice
 
     # ------------------------------------------------------------------ state
@@ -392,18 +426,6 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         if validation is not None and np.asarray(validation).shape != (P,):
             raise ValueError("anytime state: validation_explained_variance has the wrong shape")
         self.groups_, self.costs_ = groups, costs
-
-
-def _ridge_solve(A: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``A⁻¹ v`` by Cholesky, falling back to a pseudo-inverse for singular ``A``. O(k³)."""
-    try:
-        L = np.linalg.cholesky(A)
-        if np.min(np.diag(L)) > 1e-7 * np.sqrt(np.max(np.diag(A))):
-            a = kernels.solve_lower(L, v[:, None])
-            return kernels.solve_lower_transposed(L, a)[:, 0]
-    except np.linalg.LinAlgError:
-        pass
-    return np.linalg.lstsq(A, v, rcond=1e-9)[0]
 
 
 def _cap_order(order: np.ndarray, costs: np.ndarray, max_cost: float | None,
