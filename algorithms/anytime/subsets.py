@@ -20,7 +20,7 @@ candidates together, then O(k·d_g² + d_g³) per group), never a new factorizat
 nothing at all when no group is left.
 
 Dependent directions (a pivot ``<= rtol · C_jj``, possible only with ``alpha = 0``) are
-handled as the sequencing does (:mod:`algorithms.anytime.criteria`): when LAPACK's Cholesky
+handled as the sequencing does (:mod:`algorithms.anytime.greedy`): when LAPACK's Cholesky
 refuses a block, the block is factored by the sanitizing kernel, whose dependent rows become
 unit rows with a zero right-hand side. Results (factors with their feature order, solves) are
 kept in an LRU bounded in bytes.

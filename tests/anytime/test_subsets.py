@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from algorithms.anytime import _kernels as kernels
-from algorithms.anytime.criteria import next_group_scores
 from algorithms.anytime.subsets import SubsetSolver
+from tests.anytime.criteria_reference import next_group_scores
 
 
 def _problem(seed: int, duplicate: bool = False):

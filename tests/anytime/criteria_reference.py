@@ -1,8 +1,10 @@
-"""One-shot greedy criteria given an arbitrary computed set ``S`` (serving: ``next_group``).
+"""Reference: the greedy criteria given an arbitrary computed set ``S``, from scratch.
 
-Same criteria as :mod:`algorithms.anytime.greedy` but from scratch for any ``S`` (not only a
-prefix): ``L = chol(C_S)``, ``w = C_S⁻¹ b_S``, ``r = b − C_{:,S} w`` and, for FR, the Schur
-complements ``C_gg − V_gᵀV_g`` with ``V = L⁻¹ C_{S,R}`` over the remaining features ``R``.
+What ``algorithms.anytime.subsets.SubsetSolver.scores`` computes against a shared factor,
+here with a fresh factorization of ``C_S`` (the criteria of :mod:`algorithms.anytime.greedy`
+for any ``S``, not only a prefix): ``L = chol(C_S)``, ``w = C_S⁻¹ b_S``,
+``r = b − C_{:,S} w`` and, for FR, the Schur complements
+``C_gg − V_gᵀV_g`` with ``V = L⁻¹ C_{S,R}`` over the remaining features ``R``.
 Cost O(k³ + k²·|R| + Σ d_g³) with ``k = |S|`` features.
 """
 
