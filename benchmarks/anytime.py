@@ -1,4 +1,4 @@
-"""Benchmark: anytime group sequencing (seed 000) — timeliness, optimality, speed.
+"""Benchmark: anytime group sequencing (Hu, Grubb, Bagnell, Hebert) — timeliness, optimality, speed.
 
 Run ``python benchmarks/anytime.py [--quick]``; prints tables and writes
 ``benchmarks/results/anytime.json``.

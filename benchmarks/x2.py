@@ -5,7 +5,7 @@
     python benchmarks/x2.py --scale 0.1 --no-tune   # 100,000 rows, the same d and parameters
     python benchmarks/x2.py --quick         # a smoke run: 4,000 rows at d = 10^9 (~1 min)
 
-The generator of ``algorithms.datasets.online_synthetic`` (seed 002, after FGM): every row
+The generator of ``algorithms.datasets.online_synthetic`` (Wu, Hoi et al., after FGM): every row
 has the 500 informative features plus 500 noise dimensions drawn from the other d - 500,
 values N(0, 1), w* ~ U(0, 1), y = sign(w* . x*) of the noise-free row; rows scaled to unit
 norm as for X1; streamed in chunks of 10,000 rows (never a dense array); the first 90% of

@@ -1,1 +1,1 @@
-"""featurebudget service (FastAPI + Redis streams); see DESIGN.md section 3."""
+"""featurebudget service (FastAPI + Redis streams); docs/architecture.md describes it."""

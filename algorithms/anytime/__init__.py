@@ -1,4 +1,4 @@
-"""Anytime linear prediction over costed feature groups (seed 000).
+"""Anytime linear prediction over costed feature groups (Hu, Grubb, Bagnell, Hebert).
 
 ``SufficientStatistics`` (streaming, mergeable) → ``sequence_groups`` / ``doubling_sequence`` /
 ``group_lasso_order`` (greedy CS-G-OMP, CS-G-FR, no-whiten, single; Doubling; Group Lasso

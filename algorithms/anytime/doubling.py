@@ -1,4 +1,4 @@
-"""Doubling: CS-G-FR whose total cost at most doubles per step (seed 000, Algorithm 2).
+"""Doubling: CS-G-FR whose total cost at most doubles per step (Hu et al., Algorithm 2).
 
 Rule implemented: with ``spent = c(S)`` and ``c_min`` the cheapest remaining cost, the
 eligible groups are ``{g : c(g) <= max(spent, c_min)}`` and among them we take the largest

@@ -1,4 +1,4 @@
-"""Baseline: cost-weighted Group Lasso path order (seed 000's comparison), from statistics.
+"""Baseline: cost-weighted Group Lasso path order (Hu et al.'s comparison), from statistics.
 
 Groups are whitened (``β_g = L_gᵀ w_g`` with ``L_g L_gᵀ = C_gg``), then along a decreasing
 ``α`` grid we solve ``min_β ½ βᵀC̃β − b̃ᵀβ + α Σ_g c(g) ‖β_g‖₂`` (``C̃``, ``b̃`` the whitened

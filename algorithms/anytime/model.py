@@ -1,4 +1,4 @@
-"""AnytimeLinearModel: the trained anytime artifact (seed 000).
+"""AnytimeLinearModel: the trained anytime artifact (Hu, Grubb, Bagnell, Hebert).
 
 Fitting sequences the groups (any method of :data:`METHODS`) from sufficient statistics and
 stores, per prefix ``G_j``: cumulative cost, raw-scale weights ``w(G_j)`` and intercept, the

@@ -1,4 +1,4 @@
-"""Mergeable sufficient statistics of (X, y) for anytime linear prediction (seed 000).
+"""Mergeable sufficient statistics of (X, y) for anytime linear prediction (Hu et al.).
 
 The statistics are the count ``n``, the means ``x̄`` (D,), ``ȳ`` and the centred co-moments
 ``Mxx = Σ(x−x̄)(x−x̄)ᵀ`` (D, D), ``Mxy = Σ(x−x̄)(y−ȳ)`` (D,), ``Myy = Σ(y−ȳ)²``. They are

@@ -1,4 +1,4 @@
-"""Synthetic data for anytime group sequencing (seed 000), seeded.
+"""Synthetic data for anytime group sequencing (Hu, Grubb, Bagnell, Hebert), seeded.
 
 - :func:`make_anytime_groups`: groups of 1–20 correlated features with varied costs, built to
   separate the criteria: a *duplicate* group (``n_copies`` identical copies of one moderately

@@ -1,4 +1,4 @@
-"""A synthetic nonlinear binary task with known relevant features (for GBFS, seed 003).
+"""A synthetic nonlinear binary task with known relevant features (for GBFS).
 
 Friedman's #1 regression function, thresholded: ``x ~ U(0, 1)^d`` and, with ``a..e`` the
 five relevant features (positions drawn by the seed),

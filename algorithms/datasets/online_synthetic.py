@@ -1,4 +1,4 @@
-"""The synthetic data of the SOFS paper (seed 002, after FGM): X1 and X2-like streams.
+"""The synthetic data of the SOFS paper (Wu, Hoi et al., after FGM): X1 and X2-like streams.
 
 Every sample has the ``n_informative`` informative features (fixed random positions,
 values N(0, 1)) plus ``n_noise`` noise dimensions drawn without replacement from the other

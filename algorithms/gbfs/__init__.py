@@ -1,4 +1,4 @@
-"""Gradient boosted feature selection (seed 003): histogram trees with a feature penalty."""
+"""Gradient boosted feature selection (Xu et al., KDD 2014): trees with a feature penalty."""
 
 from algorithms.gbfs.estimator import GBFS
 

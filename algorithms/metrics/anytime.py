@@ -1,4 +1,4 @@
-"""Anytime metrics (seed 000): explained variance, the anytime curve and timeliness.
+"""Anytime metrics (Hu et al.): explained variance, the anytime curve and timeliness.
 
 Explained variance of a prediction is ``EV = 1 − mean((y − ŷ)²) / var(y)``. The anytime curve
 of a sequence is the step function ``B ↦ EV(G⟨B⟩)`` (the longest prefix of cost <= B).

@@ -1,4 +1,4 @@
-"""Online learners with a feature budget (seed 002): PET, FOFS, SOFS; OGD, AROW baselines.
+"""Online learners with a feature budget (Wu, Hoi et al.): PET, FOFS, SOFS; OGD, AROW baselines.
 
 ``LEARNERS`` maps an algorithm name to its class; adding a learner is one file and one
 line here (see algorithms/README.md).

@@ -2,7 +2,7 @@
 
 If l = max(0, 1 - y mu.x) > 0:  beta = 1 / (x' Sigma x + r),  alpha = l beta,
     mu_j += alpha y Sigma_j x_j,  Sigma_j -= beta Sigma_j^2 x_j^2.
-No feature selection (seed 002 baseline): O(m) per example, O(d) memory.
+No feature selection (a baseline of Wu, Hoi et al.): O(m) per example, O(d) memory.
 """
 
 from __future__ import annotations

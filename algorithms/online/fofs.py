@@ -1,4 +1,4 @@
-"""FOFS: first-order online feature selection (Wang et al. 2014, Algorithm 1; seed 002).
+"""FOFS: first-order online feature selection (Wang et al. 2014, Algorithm 1).
 
 If y w.x <= 1:  w^ = (1 - lam eta) w + eta y x;  w~ = min(1, 1 / (sqrt(lam) ||w^||)) w^;
                 w  = truncate(w~, B)  (keep the B largest |w|, ties: lower index first).

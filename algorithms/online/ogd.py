@@ -1,4 +1,4 @@
-"""OGD: online gradient descent on the hinge loss, no feature selection (seed 002 baseline).
+"""OGD: online gradient descent on the hinge loss, no feature selection (a baseline).
 
 If y w.x < 1:  w <- w + eta_t y x,  eta_t = eta / t^power_t  (t = examples seen, from 1).
 Dense weights: O(m) per example, O(d) memory.

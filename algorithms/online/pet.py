@@ -1,4 +1,4 @@
-"""PET: Perceptron with truncation (Wang et al. 2014; seed 002, section 2).
+"""PET: Perceptron with truncation (Wang et al. 2014; Wu, Hoi et al., section 2).
 
 On a mistake (y w.x <= 0): w <- w + eta_t y x, then keep the B largest |w| (ties: lower
 feature index first) and zero the rest; eta_t = eta / t^power_t (constant by default).

@@ -1,4 +1,4 @@
-"""SOFS: second-order online feature selection (Wu, Hoi et al.; seed 002, Algorithm 2).
+"""SOFS: second-order online feature selection (Wu, Hoi et al.; Algorithm 2).
 
 AROW on a diagonal covariance, then keep only the B features of smallest variance:
 if l = max(0, 1 - y mu.x) > 0:  beta = 1 / (x' Sigma x + r),  alpha = l beta,

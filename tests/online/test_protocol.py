@@ -20,7 +20,7 @@ def make(name, **params):
 
 
 def data(seed=0, n=400):
-    """An X1-like stream (seed 002): 5 informative features in every row, 10 noise ones."""
+    """An X1-like stream (Wu, Hoi et al.): 5 informative features in every row, 10 noise ones."""
     task = make_task(n_features=D, n_informative=5, n_noise=10, seed=seed)
     batch, y = next(stream(task, n, chunk_size=n, seed=seed))
     return batch.to_scipy(), y.astype(int)
