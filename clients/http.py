@@ -168,7 +168,7 @@ class NextStep:
 
 @dataclass
 class Job:
-    """A retrain job; ``status`` is queued, running, succeeded or failed."""
+    """A retrain job; ``status`` is queued, running, succeeded, failed or cancelled."""
 
     id: str
     status: str
@@ -197,7 +197,7 @@ class Job:
 
     @property
     def done(self) -> bool:
-        return self.status in ("succeeded", "failed")
+        return self.status in ("succeeded", "failed", "cancelled")
 
     @property
     def succeeded(self) -> bool:
@@ -410,6 +410,12 @@ class FeaturebudgetClient:
     def job(self, name: str, job_id: str) -> Job:
         return Job.from_json(_check(self.http.get(f"/v1/models/{name}/jobs/{job_id}")).json())
 
+    def cancel_job(self, name: str, job_id: str) -> Job:
+        """``DELETE /jobs/{id}``: a queued job is cancelled at once, a running one stops at
+        its next progress step (poll it, or :meth:`wait_for_job`)."""
+        return Job.from_json(_check(self.http.delete(
+            f"/v1/models/{name}/jobs/{job_id}")).json())
+
     def jobs(self, name: str) -> list[Job]:
         data = _check(self.http.get(f"/v1/models/{name}/jobs")).json()
         return [Job.from_json(j) for j in data["jobs"]]
@@ -566,6 +572,10 @@ class AsyncFeaturebudgetClient:
 
     async def job(self, name: str, job_id: str) -> Job:
         return Job.from_json(_check(await self.http.get(
+            f"/v1/models/{name}/jobs/{job_id}")).json())
+
+    async def cancel_job(self, name: str, job_id: str) -> Job:
+        return Job.from_json(_check(await self.http.delete(
             f"/v1/models/{name}/jobs/{job_id}")).json())
 
     async def jobs(self, name: str) -> list[Job]:

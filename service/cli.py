@@ -222,9 +222,12 @@ _RETRAIN_EXAMPLES = """examples:
   featurebudget retrain house                 # queue a retrain; prints the queued job
   featurebudget retrain house --wait          # progress bar on stderr, final job on stdout
   featurebudget retrain house --wait --url http://api:8000 --api-key s3cret --timeout 3600
+  featurebudget retrain house --cancel 3f2a9c0d1e4b5a6f   # stop a queued or running job
 
-With --wait the exit status is 1 when the job failed (its "error" says why) or did not
-finish within --timeout."""
+With --wait the exit status is 1 when the job failed (its "error" says why), was
+cancelled, or did not finish within --timeout. --cancel stops a queued job at once and a
+running one at its next progress step; with --wait it follows the job until it has
+stopped (exit status 0 once it is "cancelled", 1 if it finished first)."""
 
 _VERSIONS_EXAMPLES = """examples:
   featurebudget versions house                # VERSION CREATED_AT EXAMPLES_USED CURRENT
@@ -311,7 +314,8 @@ def _remote(handler):
 
 @_remote
 def _retrain(client, args: argparse.Namespace) -> int:
-    job = client.retrain(args.model)
+    job = (client.cancel_job(args.model, args.cancel) if args.cancel
+           else client.retrain(args.model))
     if not args.wait:
         print(json.dumps(job.raw))
         return 0
@@ -322,6 +326,8 @@ def _retrain(client, args: argparse.Namespace) -> int:
     finally:
         bar.close()
     print(json.dumps(job.raw))
+    if args.cancel:
+        return 0 if job.status == "cancelled" else 1
     return 0 if job.succeeded else 1
 
 
@@ -683,6 +689,9 @@ def build_parser() -> argparse.ArgumentParser:
     retrain.add_argument("--poll", type=float, default=0.2,
                          help="with --wait: seconds between polls (default 0.2)")
     retrain.add_argument("--quiet", action="store_true", help="no progress bar")
+    retrain.add_argument("--cancel", metavar="JOB_ID", default=None,
+                         help="cancel job JOB_ID of MODEL instead (DELETE /jobs/JOB_ID): a "
+                              "queued job at once, a running one at its next progress step")
     retrain.set_defaults(handler=_retrain)
 
     versions = commands.add_parser(

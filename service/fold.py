@@ -120,12 +120,45 @@ def log_fold_failure(kind: str, model: str, exc: Exception) -> None:
         log.exception("%s of model %s failed; retrying", kind, model)
 
 
+@contextlib.asynccontextmanager
+async def renewing(storage: Storage, settings, model: str, process_id: str):
+    """Renew ``process_id``'s lease of ``model`` every ``lease_seconds / 3`` (with the
+    heartbeat) while the block runs, so that a slow step of the owner (a snapshot or a
+    version of hundreds of MB being serialized and written in chunks) never outlives the
+    lease; a renewal refused (the lease was lost) stops renewing, and the fenced write then
+    refuses. No-op on a single-process backend."""
+    if not storage.shared:
+        yield
+        return
+
+    async def renew() -> None:
+        while True:
+            await asyncio.sleep(settings.lease_seconds / 3)
+            try:
+                if not await storage.acquire_lease(model, process_id, settings.lease_seconds,
+                                                   renew_only=True):
+                    return
+                await storage.heartbeat(model, process_id)
+            except Exception:  # noqa: BLE001 - a transient error: the next period tries again
+                log.debug("lease renewal of model %s during a write failed", model,
+                          exc_info=True)
+
+    task = asyncio.create_task(renew(), name=f"renew-lease:{model}")
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
 async def save_fenced(storage: Storage, settings, model: str, blob: bytes,
                       log_id: str | None, process_id: str, started: float) -> bool:
-    """Write a fold's snapshot with its log id, fenced by the lease, then trim the log below
-    it; False (and nothing trimmed) when the write was refused: the lease was lost."""
+    """Write a fold's snapshot with its log id, fenced by the lease (renewed while the write
+    lasts), then trim the log below it; False (and nothing trimmed) when the write was
+    refused: the lease was lost."""
     owner = process_id if storage.shared else None
-    if not await storage.save_snapshot(model, blob, log_id, owner=owner):
+    async with renewing(storage, settings, model, process_id):
+        saved = await storage.save_snapshot(model, blob, log_id, owner=owner)
+    if not saved:
         metrics.SNAPSHOTS_REFUSED.labels(model).inc()
         log.warning("snapshot of model %s refused: another process holds its lease", model)
         return False

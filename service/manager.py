@@ -214,7 +214,8 @@ class ModelManager:
 
     async def create(self, request: ModelCreate) -> ModelHost | BatchHost:
         if request.is_batch:
-            validate_batch_spec(request, self.settings.max_model_bytes)
+            validate_batch_spec(request, self.settings,
+                                await self.storage.storage_room(request.name))
             self._check_total(request)
         else:  # sizes before the trial construction allocates anything
             if self.model_bytes(request) <= self.settings.max_model_bytes:

@@ -109,7 +109,7 @@ _PER_MODEL = (EXAMPLES_INGESTED, EXAMPLES_REPEATED, EXAMPLES_APPLIED, EXAMPLES_R
               READ_STALENESS, MODEL_VERSION, STATISTICS_EXAMPLES, WINDOW_EXAMPLES, MODEL_INFO)
 FORMATS = ("json", "libsvm", "bin")  # the ``format`` of examples ingested through the API
 FEEDBACK_OUTCOMES = ("correct", "wrong", "unknown")
-RETRAIN_OUTCOMES = ("succeeded", "failed")
+RETRAIN_OUTCOMES = ("succeeded", "failed", "cancelled")
 REJECTION_SOURCES = ("api", "stream")
 
 

@@ -36,7 +36,20 @@ class Settings(BaseSettings):
                           "only, 'key' or 'key:write' = everything; any other role, an empty "
                           "key or a key given twice stops the service at start-up")
     max_body_bytes: int = 32 << 20
-    max_model_bytes: int = 4 << 30  # refuse models whose learner state would be larger
+    max_model_bytes: int = Field(
+        default=4 << 30, description="refuse models whose learner state would be larger; a "
+        "batch model: its fold state, snapshot (stored and while written), fit peak, served "
+        "version and kept versions together (service/batch/spec.py estimate_sizes)")
+    max_fit_seconds: float = Field(
+        default=600.0, gt=0, description="refuse batch models (422) and retrains (409) whose "
+        "retrain would take longer by the estimate from their sizes (examples x features x "
+        "trees / path length); a fit still running after this long is stopped at its next "
+        "progress step and fails")
+    redis_chunk_bytes: int = Field(
+        default=4 << 20, ge=1 << 10, le=256 << 20, description="Redis: snapshots and versions "
+        "larger than this are written and read in chunks of this size (several keys, "
+        "committed as one value by the fenced script), each command with a socket timeout of "
+        "5 s + its size at 8 MiB/s")
     max_total_model_bytes: int | None = Field(
         default=None, description="budget for the state of all models of one process "
         "together (every API process holds every model); unset = half the machine's memory")

@@ -130,13 +130,28 @@ def status_key(model: str) -> str:
     return f"{KEY_PREFIX}:{{{model}}}:status"
 
 
+def cancels_key(model: str) -> str:
+    """Job id -> when its cancellation was requested (``DELETE /jobs/{id}``)."""
+    return f"{KEY_PREFIX}:{{{model}}}:cancels"
+
+
+def chunk_prefix(model: str) -> str:
+    """Prefix of the chunks of a model's large values (``<prefix><chunk id>:<k>``)."""
+    return f"{KEY_PREFIX}:{{{model}}}:chunk:"
+
+
+def chunk_key(model: str, chunk_id: str, k: int) -> str:
+    return f"{chunk_prefix(model)}{chunk_id}:{int(k)}"
+
+
 def model_keys(model: str) -> list[str]:
-    """Every fixed key of one model (artifact blobs are listed in ``artifacts_key``)."""
+    """Every fixed key of one model (artifact blobs are listed in ``artifacts_key``; chunks of
+    large values in the snapshot's ``chunks`` field and in chunked artifact values)."""
     return [log_key(model), snapshot_key(model), deadletter_key(model), applied_key(model),
             lease_key(model), artifacts_key(model), version_key(model),
             version_seq_key(model), jobs_key(model), status_key(model),
             idempotency_key(model), idempotency_times_key(model), heartbeat_key(model),
-            view_key(model)]
+            view_key(model), cancels_key(model)]
 
 
 def spec_key(model: str) -> str:

@@ -50,6 +50,14 @@ async def get_job(model: str, job_id: str, manager: Manager) -> dict:
     return await manager.batch.job(await _batch_host(manager, model), job_id)
 
 
+@router.delete("/jobs/{job_id}", status_code=202, dependencies=[WriteAccess])
+async def cancel_job(model: str, job_id: str, manager: Manager) -> dict:
+    """Cancel a retrain job: a queued one at once (``status`` "cancelled"), a running one at
+    its fit's next progress step (``cancel_requested``: true; it then ends "cancelled" and
+    publishes nothing); 409 for a job that already succeeded or failed."""
+    return await manager.batch.cancel_job(await _batch_host(manager, model), job_id)
+
+
 @router.get("/versions", dependencies=[ReadAccess])
 async def list_versions(model: str, manager: Manager) -> dict:
     return await manager.batch.versions(await _batch_host(manager, model))

@@ -21,7 +21,12 @@ from service.batch import artifact as artifacts
 from service.batch.fit import check_estimator
 from service.batch.host import BatchHost
 from service.batch.ingest import parse_batch_items
-from service.batch.spec import memory_bytes, split_params
+from service.batch.spec import (
+    PART_NAMES,
+    estimate_fit_seconds,
+    estimate_sizes,
+    split_params,
+)
 from service.batch.worker import BatchWorker, new_job
 from service.errors import (
     ConflictError,
@@ -35,8 +40,22 @@ from service.storage import Storage, id_key
 log = logging.getLogger("featurebudget.batch")
 
 
-def validate_batch_spec(spec: ModelCreate, max_bytes: int) -> None:
-    """Everything about a batch spec that can be checked before it is stored; InputError."""
+def _shown_groups(spec: ModelCreate) -> list[str]:
+    names = [g.name for g in spec.groups]
+    return names if len(names) <= 8 else names[:8] + [f"... ({len(names)} groups)"]
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def validate_batch_spec(spec: ModelCreate, settings, room: int | None = None) -> None:
+    """Everything about a batch spec that can be checked before it is stored; InputError
+    (422). Sizes (:func:`~service.batch.spec.estimate_sizes`): the parts together must fit
+    ``max_model_bytes``, the stored parts (snapshot and kept versions) the backend's
+    ``room`` (bytes it can still store; None: no limit known); each part is named with its
+    estimate. Time: a retrain's :func:`~service.batch.spec.estimate_fit_seconds` must fit
+    ``max_fit_seconds``."""
     params = split_params(spec)
     try:
         from service.batch.spec import BatchLayout
@@ -44,13 +63,33 @@ def validate_batch_spec(spec: ModelCreate, max_bytes: int) -> None:
         check_estimator(spec.family, spec.algorithm, spec.task, BatchLayout(spec), params)
     except (TypeError, ValueError) as exc:
         raise item_error(f"{spec.algorithm}: {exc}", field="params") from exc
-    needed = memory_bytes(spec, params)
-    if needed > max_bytes:
-        names = [g.name for g in spec.groups]
-        shown = names if len(names) <= 8 else names[:8] + [f"... ({len(names)} groups)"]
-        raise item_error(f"{spec.algorithm} over {spec.dimension} features in groups {shown} "
-                         f"needs about {needed:,} bytes, more than the limit of {max_bytes:,} "
-                         "(FEATUREBUDGET_MAX_MODEL_BYTES)", field="groups")
+    max_bytes = int(settings.max_model_bytes)
+    sizes = estimate_sizes(spec, params, versions_kept=settings.versions_kept)
+    parts = sizes.parts()
+    listed = ", ".join(f"{PART_NAMES[k]} {_mb(v)}" for k, v in parts.items())
+    where = f"{spec.algorithm} over {spec.dimension} features in groups {_shown_groups(spec)}"
+    errors = [{"field": "groups", "part": k, "bytes": v,
+               "message": f"{PART_NAMES[k]}: about {v:,} bytes"} for k, v in parts.items()]
+    if sizes.total > max_bytes:
+        raise InputError(
+            f"{where} needs about {sizes.total:,} bytes ({listed}; {sizes.versions} kept "
+            f"versions: FEATUREBUDGET_VERSIONS_KEPT={settings.versions_kept} and the "
+            f"current), more than the limit of {max_bytes:,} (FEATUREBUDGET_MAX_MODEL_BYTES)",
+            errors)
+    if room is not None and sizes.stored_bytes > room:
+        raise InputError(
+            f"{where} needs about {sizes.stored_bytes:,} bytes of storage (snapshot "
+            f"{_mb(sizes.snapshot)}, kept versions {_mb(sizes.versions_kept)}), more than "
+            f"the {room:,} bytes the backend can still store", errors)
+    seconds = estimate_fit_seconds(spec, params)
+    if seconds > settings.max_fit_seconds:
+        raise InputError(
+            f"{where}: a retrain would take about {seconds:,.0f} s, more than the limit of "
+            f"{settings.max_fit_seconds:g} s (FEATUREBUDGET_MAX_FIT_SECONDS); use fewer "
+            "features, a smaller window or fewer trees / path steps",
+            [{"field": "params", "estimated_seconds": round(seconds, 1),
+              "max_fit_seconds": settings.max_fit_seconds,
+              "message": f"a retrain takes about {seconds:,.0f} s"}])
 
 
 class BatchModels:
@@ -152,9 +191,41 @@ class BatchModels:
                 f"model {host.name!r} has {status['train_examples']} training examples "
                 f"({status['validation_examples']} held out); a retrain needs at least 2: "
                 "post examples first")
+        seconds = estimate_fit_seconds(host.spec, split_params(host.spec),
+                                       examples=max(2, int(status["train_examples"])))
+        if seconds > self.settings.max_fit_seconds:
+            raise ConflictError(
+                f"a retrain of model {host.name!r} would take about {seconds:,.0f} s, more "
+                f"than the limit of {self.settings.max_fit_seconds:g} s "
+                "(FEATUREBUDGET_MAX_FIT_SECONDS)",
+                [{"field": "retrain", "estimated_seconds": round(seconds, 1),
+                  "max_fit_seconds": self.settings.max_fit_seconds,
+                  "message": f"a retrain takes about {seconds:,.0f} s"}])
         job = new_job("request", log_end)
         await self.storage.save_job(host.name, job["id"], json.dumps(job).encode())
         await self.storage.notify_job(host.name)
+        return job
+
+    async def cancel_job(self, host: BatchHost, job_id: str) -> dict[str, Any]:
+        """``DELETE /jobs/{id}``: a queued job is cancelled at once, a running one stops at
+        its fit's next progress step (the folding process reads the stored request);
+        cancelling a cancelled job answers it again; a finished one: 409."""
+        job = await self.job(host, job_id)
+        if job["status"] in ("succeeded", "failed"):
+            raise ConflictError(f"job {job_id!r} of model {host.name!r} already "
+                                f"{job['status']}; only a queued or running job can be "
+                                "cancelled")
+        await self.storage.request_cancel(host.name, job_id)
+        if job["status"] == "queued":
+            job.update(status="cancelled", finished_at=time.time())
+            await self.storage.save_job(host.name, job_id, json.dumps(job).encode())
+        fold = self.fold(host.name)
+        if fold is not None:
+            fold.cancel(job_id)
+        else:
+            await self.storage.notify_job(host.name)
+        if job["status"] == "running":
+            job["cancel_requested"] = True
         return job
 
     async def jobs(self, host: BatchHost) -> list[dict[str, Any]]:

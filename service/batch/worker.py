@@ -18,6 +18,12 @@ online fold, :mod:`service.fold`; always on the embedded backend). It
    A job found ``running`` when a process takes a model over was interrupted by a crash and
    is queued again (three attempts at most). Jobs come from ``POST /retrain`` or from the
    retrain policy (every N examples or T seconds with new examples).
+4. stops a job whose cancellation was requested (``DELETE /jobs/{id}``: a request stored in
+   the backend, read with each progress save) at the fit's next progress step: the progress
+   callback raises :class:`JobCancelled` in the fit's thread, the job ends ``cancelled`` and
+   publishes nothing; a queued one never starts. A fit still running after
+   ``max_fit_seconds`` is stopped the same way and fails; a fold that stops (its model was
+   deleted, the process shuts down) stops its fit too.
 
 ``featurebudget worker`` runs a :class:`BatchWorker` against Redis; on the embedded backend
 ``featurebudget serve`` runs one in-process.
@@ -41,7 +47,7 @@ from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
 from service.errors import InputError
-from service.fold import Lease, log_fold_failure, report_applied, save_fenced
+from service.fold import Lease, log_fold_failure, renewing, report_applied, save_fenced
 from service.placement import Membership
 from service.priority import in_background
 from service.schemas import ModelSpec
@@ -50,6 +56,11 @@ from service.storage import LogEntry, Storage, id_key
 log = logging.getLogger("featurebudget.worker")
 MAX_ATTEMPTS = 3
 JOBS_KEPT = 100
+FINISHED = ("succeeded", "failed", "cancelled")
+
+
+class JobCancelled(Exception):  # noqa: N818 - a signal, raised by the fit's progress callback
+    """Raised in a fit's thread at its next progress step once the job is to stop."""
 
 
 def new_job(trigger: str, requested_through: str | None) -> dict[str, Any]:
@@ -83,6 +94,8 @@ class BatchFold:
         self.last_retrain_time = time.monotonic()
         self.lease = Lease(storage, settings, spec.name, process_id, membership)
         self.job_task: asyncio.Task | None = None
+        self.fit_stop: threading.Event | None = None  # set: the running fit stops
+        self.running_job: str | None = None
         self.task: asyncio.Task | None = None
         self.jobs_loop: asyncio.Task | None = None
         self.jobs_waiting = False  # a queued job waits for the fold to reach its position
@@ -105,6 +118,8 @@ class BatchFold:
             if task is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await asyncio.wait_for(task, 10)
+        if self.fit_stop is not None:  # the fit's thread stops at its next progress step
+            self.fit_stop.set()
         if self.job_task is not None and not self.job_task.done():
             self.job_task.cancel()  # a job cut short is retried by the next owner
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -190,8 +205,12 @@ class BatchFold:
         self.last_retrain_examples = fresh.examples
         self.reader = None
         self.owner = True
+        cancels = await self.storage.cancel_requests(self.name)
         for job in (await self.jobs()).values():
-            if job["status"] == "running":
+            if job["status"] in ("running", "queued") and job["id"] in cancels:
+                job.update(status="cancelled", finished_at=time.time())
+                await self.save_job(job)
+            elif job["status"] == "running":
                 job["attempts"] += 1
                 if job["attempts"] >= MAX_ATTEMPTS:
                     job.update(status="failed", finished_at=time.time(),
@@ -290,9 +309,11 @@ class BatchFold:
 
     async def snapshot(self) -> bool:
         started = time.perf_counter()
-        blob, log_id = await asyncio.to_thread(self.fold_blob)
-        if not await save_fenced(self.storage, self.settings, self.name, blob, log_id,
-                                 self.process_id, started):
+        async with renewing(self.storage, self.settings, self.name, self.process_id):
+            blob, log_id = await asyncio.to_thread(self.fold_blob)  # (seconds at large D)
+            saved = await save_fenced(self.storage, self.settings, self.name, blob, log_id,
+                                      self.process_id, started)
+        if not saved:
             self.owner = False
             self.reader = None
             return False
@@ -325,6 +346,12 @@ class BatchFold:
         jobs = await self.jobs()
         queued = sorted((j for j in jobs.values() if j["status"] == "queued"),
                         key=lambda j: j["created_at"])
+        if queued:  # a queued job whose cancellation was requested never starts
+            cancels = await self.storage.cancel_requests(self.name)
+            for job in [j for j in queued if j["id"] in cancels]:
+                job.update(status="cancelled", finished_at=time.time())
+                await self.save_job(job)
+            queued = [j for j in queued if j["id"] not in cancels]
         if not queued and self._policy_due(now):
             job = new_job("policy", self.state.applied_id)
             await self.save_job(job)
@@ -339,7 +366,7 @@ class BatchFold:
                 break
             self.jobs_waiting = True
         if len(jobs) > JOBS_KEPT:
-            done = sorted((j for j in jobs.values() if j["status"] in ("succeeded", "failed")),
+            done = sorted((j for j in jobs.values() if j["status"] in FINISHED),
                           key=lambda j: j["created_at"])
             await self.storage.delete_jobs(self.name,
                                            [j["id"] for j in done[:len(jobs) - JOBS_KEPT]])
@@ -352,6 +379,13 @@ class BatchFold:
         return bool((every_n is not None and new >= every_n) or
                     (every_s is not None and now - self.last_retrain_time >= every_s))
 
+    def cancel(self, job_id: str) -> None:
+        """Stop job ``job_id`` at its fit's next progress step if it runs here (the request
+        is stored too: :meth:`_run_job` reads it with each progress save)."""
+        if self.running_job == job_id and self.fit_stop is not None:
+            self.fit_stop.set()
+        self.wake.set()
+
     async def _run_job(self, job: dict) -> None:
         spec = self.spec
         started = time.perf_counter()
@@ -362,22 +396,45 @@ class BatchFold:
             held_out = self.state.held_out_copy()
             through, examples = self.state.applied_id, self.state.examples
         self.last_retrain_examples, self.last_retrain_time = examples, time.monotonic()
+        stop = self.fit_stop = threading.Event()
+        self.running_job = job["id"]
+        limit = float(self.settings.max_fit_seconds)
+        deadline = time.monotonic() + limit
+        reason = ["cancelled"]  # why ``stop`` was set: "cancelled" or "deadline"
 
         def progress(fraction: float) -> None:
+            """The fit's progress callback (its thread): stops the fit once asked to."""
             job["progress"] = round(float(fraction), 4)
+            if stop.is_set():
+                raise JobCancelled(job["id"])
+
+        async def cancel_requested() -> bool:
+            return job["id"] in await self.storage.cancel_requests(self.name)
 
         outcome = "failed"
         try:
             fitting = asyncio.ensure_future(in_background(
                 fit, spec.family, spec.algorithm, spec.task, self.layout, self.params,
                 training, validation, progress))
+            # (a fit this task no longer waits for, the fold having stopped, still ends)
+            fitting.add_done_callback(lambda f: f.cancelled() or f.exception())
             saved = job["progress"]
             while not fitting.done():  # publish the progress while the fit runs
                 await asyncio.wait({fitting}, timeout=self.settings.job_progress_seconds)
-                if job["progress"] != saved and not fitting.done():
+                if fitting.done():
+                    break
+                if not stop.is_set():
+                    if time.monotonic() > deadline:
+                        reason[0] = "deadline"
+                        stop.set()
+                    elif await cancel_requested():
+                        stop.set()
+                if job["progress"] != saved:
                     saved = job["progress"]
                     await self.save_job(job)
             model, fit_metrics = fitting.result()
+            if (stop.is_set() and reason[0] == "cancelled") or await cancel_requested():
+                raise JobCancelled(job["id"])  # (a fit with no progress step left to stop at)
             job.update(examples_used=self.state_count(training),
                        validation_examples=self.state_count(validation),
                        trained_through=through)
@@ -390,17 +447,32 @@ class BatchFold:
                     "validation_examples": job["validation_examples"],
                     "trained_through": through, "metrics": fit_metrics}
             stats = validation if spec.family == "anytime" else None
-            blob = await asyncio.to_thread(artifacts.pack, model, stats, meta,
-                                           artifacts.held_out_for(spec.family, held_out))
             owner = self.process_id if self.storage.shared else None
-            if not await self.storage.publish_artifact(self.name, version, blob,
-                                                       json.dumps(meta).encode(), owner=owner):
+            async with renewing(self.storage, self.settings, self.name, self.process_id):
+                blob = await asyncio.to_thread(artifacts.pack, model, stats, meta,
+                                               artifacts.held_out_for(spec.family, held_out))
+                # the fit's inputs are not needed any more: not held while the version is
+                # written and loaded (service.batch.spec.SizeEstimate.fit_peak)
+                training = validation = held_out = stats = model = None
+                if await cancel_requested():
+                    raise JobCancelled(job["id"])
+                published = await self.storage.publish_artifact(
+                    self.name, version, blob, json.dumps(meta).encode(), owner=owner)
+            blob = None
+            if not published:
                 raise RuntimeError("this process lost the model's lease before publishing; "
                                    "the job is retried by the new owner")
             await self._prune_versions(version)
             job.update(status="succeeded", version=version, progress=1.0)
             outcome = "succeeded"
             metrics.MODEL_VERSION.labels(self.name).set(version)
+        except JobCancelled:
+            if reason[0] == "deadline":
+                job.update(status="failed", error=f"stopped after {limit:g} s: the fit ran "
+                           "past FEATUREBUDGET_MAX_FIT_SECONDS")
+            else:
+                job.update(status="cancelled", error=None)
+                outcome = "cancelled"
         except (FitError, ValueError, TypeError, ArithmeticError) as exc:
             job.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         except RuntimeError as exc:
@@ -408,6 +480,9 @@ class BatchFold:
         except Exception as exc:  # noqa: BLE001 - a failing fit never stops the fold
             log.exception("retrain of model %s failed", self.name)
             job.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            if self.fit_stop is stop:
+                self.fit_stop, self.running_job = None, None
         duration = time.perf_counter() - started
         job.update(finished_at=time.time(), duration_seconds=round(duration, 6))
         metrics.RETRAINS.labels(self.name, spec.algorithm, outcome).inc()

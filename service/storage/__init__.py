@@ -16,7 +16,8 @@ def make_storage(settings) -> Storage:
                             autoclaim_idle_ms=settings.autoclaim_idle_ms,
                             deadletter_maxlen=settings.deadletter_maxlen,
                             min_replicas=settings.redis_min_replicas,
-                            wait_timeout_ms=settings.redis_wait_timeout_ms)
+                            wait_timeout_ms=settings.redis_wait_timeout_ms,
+                            chunk_bytes=settings.redis_chunk_bytes)
     from service.storage.local import LocalStorage
 
     return LocalStorage(settings.data_dir, segment_bytes=settings.log_segment_bytes,

@@ -245,6 +245,21 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     async def delete_jobs(self, model: str, job_ids: list[str]) -> None: ...
 
+    # cancelling retrain jobs: a request any process makes, the folding process reads
+    async def request_cancel(self, model: str, job_id: str) -> None:
+        """Ask that job ``job_id`` of ``model`` stop (``DELETE /jobs/{id}``); kept until the
+        model is deleted. This default keeps requests in this process (one process)."""
+        self.__dict__.setdefault("_cancel_requests", {}).setdefault(model, set()).add(job_id)
+
+    async def cancel_requests(self, model: str) -> set[str]:
+        """The ids of ``model``'s jobs whose cancellation was requested."""
+        return set(self.__dict__.get("_cancel_requests", {}).get(model, ()))
+
+    async def storage_room(self, model: str) -> int | None:
+        """Bytes the backend can still store (a model's snapshot and versions); None when it
+        sets no limit this service can read."""
+        return None
+
     @abc.abstractmethod
     async def save_status(self, model: str, status: bytes) -> None:
         """The batch fold's counters, readable by every process."""

@@ -8,7 +8,8 @@ Layout under the data directory::
     models/<m>/deadletter.jsonl     rejected entries with the reason
     models/<m>/artifacts/<v>.fba    batch models: version v's fitted model (+ <v>.json metadata)
     models/<m>/version              batch models: the current version (and version_seq: the last
-                                    number handed out); jobs.json: retrain job records
+                                    number handed out); jobs.json: retrain job records;
+                                    cancels.json: jobs whose cancellation was requested
     pending.journal                 pending predictions awaiting feedback (service.storage.pending)
 
 A log record is ``<u32 payload length><u32 crc32(seq + payload)><u64 seq>`` + payload, where
@@ -23,6 +24,8 @@ a process crash (SIGKILL) never loses an acknowledged entry; with ``fsync=True``
 does a power loss. One process owns a data directory (an exclusive ``flock``). Appends and
 reads hold the log's lock; big ones (and any that would wait for the lock) run on a
 background thread (:mod:`service.priority`), so the event loop never waits for the disk.
+Snapshots and versions of any size are written whole (temp file, fsync, rename) and read
+on a worker thread.
 """
 
 from __future__ import annotations
@@ -502,7 +505,10 @@ class LocalStorage(Storage):
 
     async def load_artifact(self, model: str, version: int) -> bytes | None:
         path = self._artifacts(model) / f"{int(version)}.fba"
-        return path.read_bytes() if path.exists() else None
+        try:  # (hundreds of MB at large D: off the event loop)
+            return await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError:
+            return None
 
     async def list_artifacts(self, model: str) -> dict[int, bytes]:
         out = {}
@@ -571,6 +577,31 @@ class LocalStorage(Storage):
             jobs.pop(job_id, None)
         if self._dir(model).exists():
             atomic_write(self._jobs_path(model), json.dumps(jobs).encode(), fsync=self.fsync)
+
+    def _cancels_path(self, model: str) -> Path:
+        return self._dir(model) / "cancels.json"
+
+    async def request_cancel(self, model: str, job_id: str) -> None:
+        if not self._dir(model).exists():
+            return
+        path = self._cancels_path(model)
+        cancels = json.loads(path.read_text()) if path.exists() else {}
+        cancels[job_id] = time.time()
+        atomic_write(path, json.dumps(cancels).encode(), fsync=self.fsync)
+
+    async def cancel_requests(self, model: str) -> set[str]:
+        path = self._cancels_path(model)
+        try:
+            return set(json.loads(path.read_text()))
+        except (FileNotFoundError, ValueError):
+            return set()
+
+    async def storage_room(self, model: str) -> int | None:
+        """Free bytes of the data directory's file system."""
+        try:
+            return int(shutil.disk_usage(self.root).free)
+        except OSError:
+            return None
 
     async def save_status(self, model: str, status: bytes) -> None:
         self._status[model] = status

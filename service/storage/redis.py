@@ -55,13 +55,20 @@ replication keeps the order of writes, so a replica holds a prefix of the master
 history (a snapshot it has comes with every entry and trim before it), and the fenced
 scripts check the lease on whichever server is the master now. With k = 0 nothing of this
 runs: no WAIT, the pooled connections as before.
+
+**Large values** (snapshots, versions over ``chunk_bytes``, ``FEATUREBUDGET_REDIS_CHUNK_BYTES``):
+written as chunks under a fresh id and committed as one value by the same fenced scripts
+(see :data:`CHUNKS_TAG`), read chunk by chunk; every command of them has a socket timeout
+that scales with its size (:func:`transfer_timeout`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -86,12 +93,66 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1], KEYS[2]) end
 return 0
 """
-# Fenced snapshot write. KEYS: snapshot hash, lease. ARGV: state, log id, owner ('' = no
-# lease check). Refuses (returns 0) when another process holds the lease, or when the stored
-# snapshot already includes a later log entry: a stale owner that wakes up after its lease
-# expired can neither overwrite a newer snapshot nor let the log be trimmed below its replay.
-_SAVE_SNAPSHOT = """
-if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
+# Large values (snapshots, versions) are written in chunks: ``chunk_bytes`` each, under keys
+# ``featurebudget:{m}:chunk:<id>:<k>`` of a fresh id, staged with a TTL (a writer that dies
+# leaves nothing for long), then committed by the fenced script that makes them the value:
+# it checks the lease (and the snapshot's order), checks that every staged chunk is there,
+# PERSISTs them, stores the manifest ``CHUNKS_TAG <id> <n> <bytes>`` where the value was, and
+# gives the chunks of the snapshot it replaces a short TTL (:func:`replaced_ttl_ms`: readers
+# that started on it finish), all in one step. Chunks are never written again under their
+# id, so a reader that got every chunk of a manifest has that value; one that finds a chunk
+# gone (replaced, and its grace over) reads the new manifest. A refused commit deletes its
+# staged chunks. Model creation and deletion drop every chunk the
+# snapshot and the versions refer to.
+CHUNKS_TAG = b"FBCHUNKS1 "
+_CHUNK_LUA = """
+local tag = '""" + CHUNKS_TAG.decode() + """'
+local function drop_chunks(prefix, ref)
+  if not ref or ref == '' then return end
+  local id, n = string.match(ref, '^(%S+) (%d+)')
+  if id == nil then return end
+  for k = 0, tonumber(n) - 1 do redis.call('DEL', prefix .. id .. ':' .. k) end
+end
+local function expire_chunks(prefix, ref, ms)
+  if not ref or ref == '' then return end
+  local id, n = string.match(ref, '^(%S+) (%d+)')
+  if id == nil then return end
+  for k = 0, tonumber(n) - 1 do redis.call('PEXPIRE', prefix .. id .. ':' .. k, ms) end
+end
+local function keep_chunks(prefix, ref)
+  local id, n = string.match(ref, '^(%S+) (%d+)')
+  if id == nil then return 0 end
+  for k = 0, tonumber(n) - 1 do
+    if redis.call('EXISTS', prefix .. id .. ':' .. k) == 0 then return 0 end
+  end
+  for k = 0, tonumber(n) - 1 do redis.call('PERSIST', prefix .. id .. ':' .. k) end
+  return 1
+end
+local function value_ref(key)
+  local head = redis.call('GETRANGE', key, 0, 255)
+  if head and string.sub(head, 1, #tag) == tag then return string.sub(head, #tag + 1) end
+  return nil
+end
+local function drop_model_chunks(prefix)
+  local chunks = prefix .. 'chunk:'
+  drop_chunks(chunks, redis.call('HGET', prefix .. 'snapshot', 'chunks'))
+  for _, version in ipairs(redis.call('HKEYS', prefix .. 'artifacts')) do
+    drop_chunks(chunks, value_ref(prefix .. 'artifact:' .. version))
+  end
+end
+"""
+# Fenced snapshot write. KEYS: snapshot hash, lease. ARGV: state (or its manifest), log id,
+# owner ('' = no lease check), the replaced chunks' TTL (ms), chunk prefix, the staged chunks
+# ("<id> <n> <bytes>", '' for a value written whole). Refuses (returns 0) when another
+# process holds the lease, or when the stored snapshot already includes a later log entry:
+# a stale owner that wakes up after its lease expired can neither overwrite a newer snapshot
+# nor let the log be trimmed below its replay. -1: a staged chunk is gone (expired before
+# the commit; nothing written).
+_SAVE_SNAPSHOT = _CHUNK_LUA + """
+if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[3] then
+  drop_chunks(ARGV[5], ARGV[6])
+  return 0
+end
 local function parse(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   if ms == nil then return nil end
@@ -101,12 +162,19 @@ local old = redis.call('HGET', KEYS[1], 'log_id')
 if old and old ~= '' then
   local old_ms, old_seq = parse(old)
   local new_ms, new_seq = parse(ARGV[2])
-  if new_ms == nil then return 0 end
-  if old_ms ~= nil and (new_ms < old_ms or (new_ms == old_ms and new_seq < old_seq)) then
+  if new_ms == nil or (old_ms ~= nil and (new_ms < old_ms or
+                                          (new_ms == old_ms and new_seq < old_seq))) then
+    drop_chunks(ARGV[5], ARGV[6])
     return 0
   end
 end
-redis.call('HSET', KEYS[1], 'state', ARGV[1], 'log_id', ARGV[2])
+if ARGV[6] ~= '' and keep_chunks(ARGV[5], ARGV[6]) == 0 then
+  drop_chunks(ARGV[5], ARGV[6])
+  return -1
+end
+local replaced = redis.call('HGET', KEYS[1], 'chunks')
+if replaced and replaced ~= ARGV[6] then expire_chunks(ARGV[5], replaced, ARGV[4]) end
+redis.call('HSET', KEYS[1], 'state', ARGV[1], 'log_id', ARGV[2], 'chunks', ARGV[6])
 return 1
 """
 
@@ -142,9 +210,20 @@ return {token, redis.call('HGET', KEYS[1], 'state')}
 """
 
 # Fenced publish of a batch model's version. KEYS: lease, artifacts hash, artifact blob,
-# current-version key. ARGV: owner ('' = no check), version, blob, meta, channel.
-_PUBLISH = """
-if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+# current-version key. ARGV: owner ('' = no check), version, blob (or its manifest), meta,
+# channel, model, chunk prefix, the staged chunks ('' for a blob written whole). 0: refused
+# (the lease); -1: a staged chunk is gone (nothing written).
+_PUBLISH = _CHUNK_LUA + """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  drop_chunks(ARGV[7], ARGV[8])
+  return 0
+end
+if ARGV[8] ~= '' and keep_chunks(ARGV[7], ARGV[8]) == 0 then
+  drop_chunks(ARGV[7], ARGV[8])
+  return -1
+end
+local replaced = value_ref(KEYS[3])
+if replaced and replaced ~= ARGV[8] then drop_chunks(ARGV[7], replaced) end
 redis.call('SET', KEYS[3], ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
 redis.call('SET', KEYS[4], ARGV[2])
@@ -163,9 +242,10 @@ return 1
 # artifacts hash last. ARGV: name, spec. Anything left under the model's name (entries XADDed
 # to a stream of a model that did not exist, keys of a deleted model) goes first, in the same
 # step, so a new model never folds another's entries.
-_CREATE = """
+_CREATE = _CHUNK_LUA + """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
 local prefix = string.sub(KEYS[#KEYS], 1, -string.len('artifacts') - 1)
+drop_model_chunks(prefix)
 for _, version in ipairs(redis.call('HKEYS', KEYS[#KEYS])) do
   redis.call('DEL', prefix .. 'artifact:' .. version)
 end
@@ -178,9 +258,10 @@ return 1
 # Redis Cluster: the same steps, one slot per script (see the module docstring).
 # Create, in the model's slot. KEYS: the spec key, the model's fixed keys, the artifacts hash
 # last. ARGV: spec. Refuses (0) when the model exists; else drops leftovers, writes the spec.
-_CLUSTER_CREATE = """
+_CLUSTER_CREATE = _CHUNK_LUA + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local prefix = string.sub(KEYS[#KEYS], 1, -string.len('artifacts') - 1)
+drop_model_chunks(prefix)
 for _, version in ipairs(redis.call('HKEYS', KEYS[#KEYS])) do
   redis.call('DEL', prefix .. 'artifact:' .. version)
 end
@@ -189,9 +270,10 @@ redis.call('SET', KEYS[1], ARGV[1])
 return 1
 """
 # Delete, in the model's slot. KEYS: as _CLUSTER_CREATE. -> the deleted spec, or nil.
-_CLUSTER_DELETE = """
+_CLUSTER_DELETE = _CHUNK_LUA + """
 local spec = redis.call('GET', KEYS[1])
 local prefix = string.sub(KEYS[#KEYS], 1, -string.len('artifacts') - 1)
+drop_model_chunks(prefix)
 for _, version in ipairs(redis.call('HKEYS', KEYS[#KEYS])) do
   redis.call('DEL', prefix .. 'artifact:' .. version)
 end
@@ -219,10 +301,26 @@ while i <= #ARGV do
 end
 return ids
 """
-# KEYS: artifacts hash, then the blobs. ARGV: the versions.
-_CLUSTER_DELETE_ARTIFACTS = """
-redis.call('HDEL', KEYS[1], unpack(ARGV))
+# Delete a model, one server. KEYS: models hash, then as _CLUSTER_DELETE. ARGV: name.
+# -> whether it was listed.
+_DELETE = _CHUNK_LUA + """
+local removed = redis.call('HDEL', KEYS[1], ARGV[1])
+local prefix = string.sub(KEYS[#KEYS], 1, -string.len('artifacts') - 1)
+drop_model_chunks(prefix)
+for _, version in ipairs(redis.call('HKEYS', KEYS[#KEYS])) do
+  redis.call('DEL', prefix .. 'artifact:' .. version)
+end
 for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
+return removed
+"""
+# Prune versions (with their chunks). KEYS: artifacts hash, then the blobs. ARGV: chunk
+# prefix, then the versions.
+_DELETE_ARTIFACTS = _CHUNK_LUA + """
+for i = 2, #KEYS do
+  drop_chunks(ARGV[1], value_ref(KEYS[i]))
+  redis.call('DEL', KEYS[i])
+end
+redis.call('HDEL', KEYS[1], unpack(ARGV, 2))
 return 1
 """
 # Errors after which a cluster's topology is read again (a slot moved, a failover).
@@ -378,6 +476,39 @@ def xreadgroup_raw(pool: redis.ConnectionPool, key: str, consumer: str, count: i
     return out
 
 
+# Large values: chunk size, and the socket timeout of a command that carries ``n`` bytes:
+# ``TIMEOUT_SECONDS + n / MIN_BYTES_PER_SECOND`` (never below the connection's own, redis-py's
+# 5 s default), so a chunk of 4 MiB gets 5.5 s and a whole value of 400 MB, were it sent in
+# one command, 55 s; a value is read and written one chunk per command.
+CHUNK_BYTES = 4 << 20
+MAX_CHUNK_BYTES = 256 << 20  # under Redis's 512 MiB bulk string limit
+TIMEOUT_SECONDS = 5.0
+MIN_BYTES_PER_SECOND = 8 << 20
+CHUNK_READ_ATTEMPTS = 5  # a value replaced while it was read is read again (its new chunks)
+
+
+REPLACED_GRACE_SECONDS = 10.0  # chunks of a replaced snapshot stay this long (+ their
+REPLACED_READ_BYTES_PER_SECOND = 64 << 20  # reading time at this rate) for readers on them
+
+
+def replaced_ttl_ms(nbytes: int) -> int:
+    """TTL of the chunks of a snapshot of about ``nbytes`` once another replaced it."""
+    return int(1000 * (REPLACED_GRACE_SECONDS + nbytes / REPLACED_READ_BYTES_PER_SECOND))
+
+
+def transfer_timeout(nbytes: int) -> float:
+    """Socket timeout, in seconds, of one command that sends or receives ``nbytes``."""
+    return TIMEOUT_SECONDS + max(0, int(nbytes)) / MIN_BYTES_PER_SECOND
+
+
+_BLOB = object()  # where a commit script's arguments take the value (or its manifest)
+
+
+class ChunksExpiredError(RuntimeError):
+    """A value's staged chunks expired before its commit (a write slower than their TTL);
+    nothing was written, the write may be retried."""
+
+
 # Connections per pool. redis-py's default of 100 ran out with a hundred models in one
 # process (a fold's acknowledgement failed); the commands' pool waits for a free connection
 # instead of failing, and each model's reader holds at most one of the blocking pool's.
@@ -476,9 +607,14 @@ class RedisStorage(Storage):
 
     def __init__(self, url: str, *, autoclaim_idle_ms: int = 30000,
                  deadletter_maxlen: int = 10000, min_replicas: int | None = None,
-                 wait_timeout_ms: int | None = None) -> None:
+                 wait_timeout_ms: int | None = None, chunk_bytes: int = CHUNK_BYTES) -> None:
         """``min_replicas`` / ``wait_timeout_ms``: see :meth:`_write`; None = the settings
-        ``FEATUREBUDGET_REDIS_MIN_REPLICAS`` / ``_WAIT_TIMEOUT_MS`` of the environment."""
+        ``FEATUREBUDGET_REDIS_MIN_REPLICAS`` / ``_WAIT_TIMEOUT_MS`` of the environment.
+        ``chunk_bytes``: snapshots and versions larger than this are written in chunks of
+        this size (:data:`CHUNKS_TAG`)."""
+        if not 1 <= chunk_bytes <= MAX_CHUNK_BYTES:
+            raise ValueError(f"chunk_bytes must be in [1, {MAX_CHUNK_BYTES}], got {chunk_bytes}")
+        self.chunk_bytes = int(chunk_bytes)
         self.url = url
         self.cluster = wire.cluster_url(url)  # None: one Redis server (or sentinels)
         self.sentinel = wire.sentinel_url(url)  # None: no sentinels
@@ -524,6 +660,8 @@ class RedisStorage(Storage):
         self._set_current = self.client.register_script(_SET_CURRENT)
         self._publish_view = self.client.register_script(_PUBLISH_VIEW)
         self._fetch_view = self.client.register_script(_FETCH_VIEW)
+        self._delete = self.client.register_script(_DELETE)
+        self._delete_artifacts = self.client.register_script(_DELETE_ARTIFACTS)
 
     async def _open_cluster(self) -> None:
         options = {"username": self.cluster["username"], "password": self.cluster["password"]}
@@ -539,7 +677,6 @@ class RedisStorage(Storage):
         self._raw_pools: dict[str, redis.ConnectionPool] = {}
         self._cluster_create = self.client.register_script(_CLUSTER_CREATE)
         self._cluster_unlist = self.client.register_script(_CLUSTER_UNLIST)
-        self._cluster_delete_artifacts = self.client.register_script(_CLUSTER_DELETE_ARTIFACTS)
 
     async def _open_sentinel(self) -> None:
         """The master the sentinels name, asked again on every new connection."""
@@ -731,13 +868,8 @@ class RedisStorage(Storage):
                 return removed
 
             return bool(await self._write(wire.MODELS_KEY, drop))
-        versions = await self.client.hkeys(wire.artifacts_key(name))
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.hdel(wire.MODELS_KEY, name)
-            pipe.delete(*wire.model_keys(name),
-                        *(wire.artifact_key(name, int(v)) for v in versions))
-            removed, _ = await pipe.execute()
-        return bool(removed)
+        return bool(await self._delete(keys=[wire.MODELS_KEY, *self._cluster_model_keys(name)],
+                                       args=[name]))
 
     async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
         key = wire.log_key(model)
@@ -804,15 +936,138 @@ class RedisStorage(Storage):
                  "reason": _text(fields.get(b"reason", b"")),
                  "fmt": _text(fields.get(b"fmt", b""))} for _, fields in reversed(messages)]
 
+    # ------------------------------------------------------------------ large values
+    @contextlib.asynccontextmanager
+    async def _connection(self, key: str):
+        """One connection to the master that owns ``key``, whose socket timeout
+        :meth:`_sized` sets per command."""
+        async with self._master_client(key).client() as one:
+            yield one
+
+    @staticmethod
+    async def _sized(one, nbytes: int, call):
+        """``await call(one)`` with the socket timeout of a command of ``nbytes`` bytes
+        (:func:`transfer_timeout`; the connection's own when that is longer or unset)."""
+        if one.connection is None:
+            await one.initialize()
+        connection = one.connection
+        saved = connection.socket_timeout
+        if saved is not None:
+            connection.socket_timeout = max(saved, transfer_timeout(nbytes))
+        try:
+            return await call(one)
+        finally:
+            connection.socket_timeout = saved
+
+    def _chunked(self, blob) -> bool:
+        """Whether ``blob`` is written in chunks: larger than a chunk, or (never a real
+        blob: those are zip archives) starting like a manifest."""
+        return len(blob) > self.chunk_bytes or bytes(blob[:len(CHUNKS_TAG)]) == CHUNKS_TAG
+
+    async def _stage(self, one, model: str, blob) -> str:
+        """Write ``blob``'s chunks under a fresh id, each with a TTL that outlasts the whole
+        write; -> the reference ``"<id> <n> <bytes>"`` a commit script takes. A write that
+        fails part-way deletes what it staged (else the TTL does)."""
+        chunk_id = uuid.uuid4().hex
+        size, total = self.chunk_bytes, len(blob)
+        n = max(1, math.ceil(total / size))
+        ttl_ms = int(1000 * (60.0 + n * transfer_timeout(size)))
+        view = memoryview(blob).cast("B") if not isinstance(blob, bytes) else memoryview(blob)
+        written = 0
+        try:
+            for k in range(n):
+                piece = view[k * size:(k + 1) * size]
+                key = wire.chunk_key(model, chunk_id, k)
+                await self._sized(one, len(piece),
+                                  lambda c, key=key, piece=piece: c.set(key, piece, px=ttl_ms))
+                written = k + 1
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if written:
+                    await self._master_client(wire.chunk_key(model, chunk_id, 0)).delete(
+                        *(wire.chunk_key(model, chunk_id, k) for k in range(written)))
+            raise
+        return f"{chunk_id} {n} {total}"
+
+    async def _read_value(self, one, model: str, key: str, field: str | None):
+        """The value of ``key`` (a hash's ``field``), its chunks read and joined when it is
+        a manifest; None when it is not there. A value replaced while its chunks were read
+        (one is gone) is read again."""
+        for attempt in range(CHUNK_READ_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(0.05 * attempt)
+            if field is None:
+                size = await self._sized(one, 0, lambda c: c.strlen(key))
+                value = await self._sized(one, size, lambda c: c.get(key))
+            else:
+                size = await self._sized(one, 0, lambda c: c.hstrlen(key, field))
+                value = await self._sized(one, size, lambda c: c.hget(key, field))
+            if value is None or not value.startswith(CHUNKS_TAG):
+                return value
+            chunk_id, n, total = value[len(CHUNKS_TAG):].decode().split()
+            parts = []
+            for k in range(int(n)):
+                chunk_key = wire.chunk_key(model, chunk_id, k)
+                part = await self._sized(one, self.chunk_bytes,
+                                         lambda c, chunk_key=chunk_key: c.get(chunk_key))
+                if part is None:
+                    break  # replaced meanwhile: read the new value
+                parts.append(part)
+            else:
+                blob = b"".join(parts)
+                if len(blob) != int(total):
+                    raise RuntimeError(f"value {key} has {len(blob)} bytes in its chunks, its "
+                                       f"manifest says {total}")
+                return blob
+        raise RuntimeError(f"value {key} was replaced {CHUNK_READ_ATTEMPTS} times while it "
+                           "was read")
+
+    async def _commit(self, one, script, keys: list[str], args: list, model: str, blob) -> int:
+        """Run a fenced write script: the blob inline, or staged in chunks first and its
+        manifest inline (the script's last two arguments: chunk prefix, reference)."""
+        ref = ""
+        if self._chunked(blob):
+            ref = await self._stage(one, model, blob)
+            value = CHUNKS_TAG + ref.encode()
+        else:
+            value = blob
+        args = [value if a is _BLOB else a for a in args]
+        done = await self._sized(one, 0 if ref else len(value), lambda c: script(
+            keys=keys, args=[*args, wire.chunk_prefix(model), ref], client=c))
+        if int(done) < 0:
+            raise ChunksExpiredError(f"the chunks of a value of {len(blob):,} bytes of model "
+                                     f"{model!r} expired before they were committed")
+        return int(done)
+
+    async def _holds(self, one, model: str, owner: str | None) -> bool:
+        """Whether ``owner`` (None: nobody is asked) holds the lease: a write of a large
+        value that would be refused is not staged."""
+        if not owner:
+            return True
+        return _text(await one.get(wire.lease_key(model)) or b"") == owner
+
+    async def storage_room(self, model: str) -> int | None:
+        """Bytes Redis may still take (``maxmemory`` less ``used_memory`` of the master that
+        holds ``model``), None when it has no ``maxmemory``."""
+        info = await self._master_client(wire.snapshot_key(model)).info("memory")
+        limit = int(info.get("maxmemory", 0) or 0)
+        return None if limit <= 0 else max(0, limit - int(info.get("used_memory", 0)))
+
     async def save_snapshot(self, model: str, blob: bytes, log_id: str | None, *,
                             owner: str | None = None) -> bool:
-        saved = await self._save_snapshot(
-            keys=[wire.snapshot_key(model), wire.lease_key(model)],
-            args=[blob, log_id or "", owner or ""])
-        return bool(saved)
+        key = wire.snapshot_key(model)
+        async with self._connection(key) as one:
+            if self._chunked(blob) and not await self._holds(one, model, owner):
+                return False
+            return await self._commit(one, self._save_snapshot,
+                                      [key, wire.lease_key(model)],
+                                      [_BLOB, log_id or "", owner or "",
+                                       replaced_ttl_ms(len(blob))], model, blob) == 1
 
     async def load_snapshot(self, model: str) -> bytes | None:
-        return await self.client.hget(wire.snapshot_key(model), b"state")
+        key = wire.snapshot_key(model)
+        async with self._connection(key) as one:
+            return await self._read_value(one, model, key, "state")
 
     async def snapshot_position(self, model: str) -> str | None:
         value = await self.client.hget(wire.snapshot_key(model), b"log_id")
@@ -916,27 +1171,27 @@ class RedisStorage(Storage):
                                owner: str | None = None) -> bool:
         keys = [wire.lease_key(model), wire.artifacts_key(model),
                 wire.artifact_key(model, version), wire.version_key(model)]
-        done = await self._publish(keys=keys, args=[owner or "", int(version), blob, meta,
-                                                    wire.VERSIONS_CHANNEL, model])
-        return bool(done)
+        async with self._connection(keys[2]) as one:
+            if self._chunked(blob) and not await self._holds(one, model, owner):
+                return False
+            return await self._commit(one, self._publish, keys, [
+                owner or "", int(version), _BLOB, meta, wire.VERSIONS_CHANNEL, model],
+                model, blob) == 1
 
     async def load_artifact(self, model: str, version: int) -> bytes | None:
-        return await self.client.get(wire.artifact_key(model, version))
+        key = wire.artifact_key(model, version)
+        async with self._connection(key) as one:
+            return await self._read_value(one, model, key, None)
 
     async def list_artifacts(self, model: str) -> dict[int, bytes]:
         raw = await self.client.hgetall(wire.artifacts_key(model))
         return {int(k): v for k, v in sorted(raw.items(), key=lambda kv: int(kv[0]))}
 
     async def delete_artifacts(self, model: str, versions: list[int]) -> None:
-        if versions and self.cluster is not None:
-            await self._cluster_delete_artifacts(
+        if versions:  # (with the chunks of chunked ones, in one step)
+            await self._delete_artifacts(
                 keys=[wire.artifacts_key(model), *(wire.artifact_key(model, v) for v in versions)],
-                args=[str(int(v)) for v in versions])
-        elif versions:
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.hdel(wire.artifacts_key(model), *(str(int(v)) for v in versions))
-                pipe.delete(*(wire.artifact_key(model, v) for v in versions))
-                await pipe.execute()
+                args=[wire.chunk_prefix(model), *(str(int(v)) for v in versions)])
 
     async def current_version(self, model: str) -> int | None:
         value = await self.client.get(wire.version_key(model))
@@ -996,6 +1251,12 @@ class RedisStorage(Storage):
     async def delete_jobs(self, model: str, job_ids: list[str]) -> None:
         if job_ids:
             await self.client.hdel(wire.jobs_key(model), *job_ids)
+
+    async def request_cancel(self, model: str, job_id: str) -> None:
+        await self.client.hset(wire.cancels_key(model), job_id, repr(time.time()))
+
+    async def cancel_requests(self, model: str) -> set[str]:
+        return {_text(k) for k in await self.client.hkeys(wire.cancels_key(model))}
 
     async def save_status(self, model: str, status: bytes) -> None:
         await self.client.set(wire.status_key(model), status)
