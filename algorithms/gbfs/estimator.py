@@ -474,8 +474,9 @@ class GBFS(ClassifierMixin, BatchModel):
             setattr(self, name, getattr(self, name)[:kept].copy())
         self.validation_loss_ = np.zeros(0) if stopper is None else stopper.losses[:kept]
         inner = self.tree_feature_ >= 0
-        self.group_gain_ = np.bincount(group_of[self.tree_feature_[inner]],
-                                       weights=split_gains[:kept][inner], minlength=n_groups)
+        self.group_gain_ = np.bincount(  # float64 even with no split (bincount: int64)
+            group_of[self.tree_feature_[inner]], weights=split_gains[:kept][inner],
+            minlength=n_groups).astype(np.float64)
         self.selected_features_, self.feature_entry_iteration_ = _first_uses(
             self.tree_feature_, np.arange(d))
         self.selected_groups_, self.group_entry_iteration_ = _first_uses(

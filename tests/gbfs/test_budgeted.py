@@ -267,3 +267,17 @@ def test_early_stopping_without_a_validation_set_holds_out_a_seeded_fraction():
         GBFS().fit(X, labels, X_val=X)
     with pytest.raises(ValueError, match="training classes"):
         GBFS().fit(X, labels, X_val=X[:5], y_val=np.full(5, 7))
+
+
+def test_a_fit_that_keeps_no_tree_is_a_constant_that_stores():
+    # labels unrelated to X: no tree lowers the held-out loss, early stopping keeps none
+    X = np.random.default_rng(8).normal(size=(40, 6))
+    y = np.tile([0, 1], 20)
+    model = GBFS(feature_groups=GROUPS, group_costs=COSTS, n_estimators=5,
+                 learning_rate=2.0, random_state=4).fit(X, y)
+    again = model_from_bytes(model.to_bytes())
+    assert again.group_gain_.dtype == np.float64 and again.group_gain_.shape == (3,)
+    np.testing.assert_array_equal(again.decision_function(X), model.decision_function(X))
+    assert model.tree_feature_.shape[0] == 0
+    np.testing.assert_array_equal(model.decision_function(X), model.base_score_)
+    assert model.next_group([]) is None
