@@ -234,10 +234,22 @@ class BatchModels:
         return sorted(jobs, key=lambda j: j["created_at"], reverse=True)
 
     async def job(self, host: BatchHost, job_id: str) -> dict[str, Any]:
+        """The job; "succeeded" only once this process serves its version (a job whose
+        version is the store's current one but not served here yet is loaded now, and
+        reads "published" if that did not succeed), so a /predict after it never meets an
+        older version."""
         raw = (await self.storage.load_jobs(host.name)).get(job_id)
         if raw is None:
             raise NotFoundError(f"model {host.name!r} has no job {job_id!r}")
-        return json.loads(raw)
+        job = json.loads(raw)
+        version = job.get("version")
+        if job.get("status") == "succeeded" and version is not None and (
+                host.served is None or host.served.version != version):
+            await host.refresh(self.storage)  # serve the store's current version now
+            current = await self.storage.current_version(host.name)
+            if current == version and (host.served is None or host.served.version != version):
+                job["status"] = "published"
+        return job
 
     async def versions(self, host: BatchHost) -> dict[str, Any]:
         stored = await self.storage.list_artifacts(host.name)

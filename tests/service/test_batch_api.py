@@ -571,3 +571,21 @@ def test_a_crafted_artifact_in_a_snapshot_is_refused(batch_client, algorithm, ke
     rows = named_examples(X, None, DIABETES_GROUPS, 0, 3)
     answer = batch_client.post("/v1/models/d/predict", json={"examples": rows})
     assert answer.status_code == 200 and answer.json()["version"] == 1
+
+
+def test_a_succeeded_job_is_served_by_the_process_that_says_so(batch_client):
+    """GET /jobs/{id} says "succeeded" only once the answering process serves the job's
+    version: a /predict right after never meets the previous one (nor a 409)."""
+    X, y = diabetes()
+    create_batch(batch_client)
+    rows = named_examples(X, None, DIABETES_GROUPS, 0, 3)
+    for version in (1, 2, 3):
+        post_named(batch_client, "d", X, y, 100 * version - 100, 100 * version)
+        job_id = batch_client.post("/v1/models/d/retrain").json()["id"]
+        deadline = time.monotonic() + 60
+        while (job := batch_client.get(f"/v1/models/d/jobs/{job_id}").json())[
+                "status"] != "succeeded":
+            assert job["status"] in ("queued", "running", "published"), job
+            assert time.monotonic() < deadline
+        answer = batch_client.post("/v1/models/d/predict", json={"examples": rows})
+        assert answer.status_code == 200 and answer.json()["version"] == version, answer.text
