@@ -60,14 +60,7 @@ def _oracle_scores(model, X, computed):
     codes[:, ~keep] = MISSING
     out = np.full(len(X), model.base_score_)
     for t in range(model.tree_feature_.shape[0]):
-        feature, threshold = model.tree_feature_[t], model.tree_threshold_[t]
-        for i in range(len(X)):
-            j = 0
-            while feature[j] >= 0:
-                c = codes[i, feature[j]]
-                left = c <= threshold[j] if c != MISSING else model.tree_default_left_[t, j]
-                j = 2 * j + 1 if left else 2 * j + 2
-            out[i] += model.learning_rate * model.tree_value_[t, j]
+        out += model.learning_rate * _oracle_codes_tree(model, t, codes)
     return out
 
 

@@ -5,6 +5,7 @@ the in-process reference from the same log (the held-out rule of the fold)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from sklearn.datasets import load_diabetes
 
 from algorithms.anytime import SufficientStatistics
@@ -68,3 +69,21 @@ def reference_statistics(entries, fraction: float, D: int):
         if held.any():
             validation.update(X[held], y[held])
     return train, validation
+
+
+def assert_same_fold(folded: dict, expected: dict) -> None:
+    """Two fold states alike: windows and counters bit for bit; statistics (float sums,
+    merged per read block) to 1e-10 relative."""
+    assert folded.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, np.ndarray) and value.dtype == np.float64 and \
+                not key.endswith((".X", ".y")):
+            np.testing.assert_allclose(folded[key], value, rtol=1e-10,
+                                       atol=1e-10 * max(1.0, float(np.abs(value).max(
+                                           initial=0.0))), err_msg=key)
+        elif isinstance(value, np.ndarray):
+            assert folded[key].tobytes() == value.tobytes(), key
+        elif isinstance(value, float):
+            assert folded[key] == pytest.approx(value, rel=1e-10, abs=1e-10), key
+        else:
+            assert folded[key] == value, key

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
 import redis
 
@@ -26,7 +25,13 @@ from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
 from service.schemas import ModelCreate
-from tests.service.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
+from tests.service.batch_data import (
+    DIABETES_GROUPS,
+    NO_POLICY,
+    assert_same_fold,
+    diabetes,
+    named_examples,
+)
 from tests.service.test_crash import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,24 +169,6 @@ def killed_worker_loses_and_duplicates_nothing(redis_url: str, tmp_path: Path, a
     expected = one_pass(redis_url, spec)
     assert folded["examples"] == 440
     assert_same_fold(folded, expected)
-
-
-def assert_same_fold(folded: dict, expected: dict) -> None:
-    """Windows and counters bit for bit; statistics (float sums, merged per read block) to
-    1e-10 relative."""
-    assert folded.keys() == expected.keys()
-    for key, value in expected.items():
-        if isinstance(value, np.ndarray) and value.dtype == np.float64 and \
-                not key.endswith((".X", ".y")):
-            np.testing.assert_allclose(folded[key], value, rtol=1e-10,
-                                       atol=1e-10 * max(1.0, float(np.abs(value).max(
-                                           initial=0.0))), err_msg=key)
-        elif isinstance(value, np.ndarray):
-            assert folded[key].tobytes() == value.tobytes(), key
-        elif isinstance(value, float):
-            assert folded[key] == pytest.approx(value, rel=1e-10, abs=1e-10), key
-        else:
-            assert folded[key] == value, key
 
 
 def test_retrain_killed_midway_keeps_serving_and_is_retried(redis_url, tmp_path):
