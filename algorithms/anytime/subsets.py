@@ -191,7 +191,9 @@ class SubsetSolver:
         if S:
             factor = self.factor(S)
             w = factor.solve(b[factor.idx])
-            r = b - C[:, factor.idx] @ w
+            full = np.zeros(len(b))
+            full[factor.idx] = w
+            r = b - C @ full  # C symmetric: no copy of the k columns
         V = column = None
         if kind == kernels.FR and factor is not None:
             feats_left = np.concatenate([self.groups[g] for g in left])
