@@ -429,6 +429,9 @@ class _RespReply:
         return self.pos == len(self.buf)
 
 
+TOPOLOGY_RETRIES = 5  # reads refused (MOVED) while a cluster's view of its slots settles
+
+
 def xreadgroup_raw(pool: redis.ConnectionPool, key: str, consumer: str, count: int,
                    block_ms: int, min_replicas: int = 0,
                    wait_timeout_ms: int = 1000) -> list[tuple[bytes, dict | None]]:
@@ -561,19 +564,22 @@ class _RedisReader(LogReader):
                 raise RedisConnectionError(  # the fold starts a new reader from its applied
                     f"the Redis master became a replica (a failover): {exc}") from exc  # id
         else:  # a cluster: from the master that owns the model's slot now
-            try:
-                messages = await self._blocking_read(self.storage.pool_for(self.key), count,
-                                                     block_ms, wait)
-            except Exception as exc:
-                if not _topology_error(exc):
-                    raise
-                await self.storage.refresh_topology()
-                if not isinstance(exc, ResponseError):
-                    # the reply was lost: entries may have been delivered; the fold starts a
-                    # new reader from its applied id (on the new master), nothing is skipped
-                    raise
-                messages = await self._blocking_read(  # refused (MOVED...): none delivered
-                    self.storage.pool_for(self.key), count, block_ms, wait)
+            for attempt in range(TOPOLOGY_RETRIES + 1):
+                try:
+                    messages = await self._blocking_read(self.storage.pool_for(self.key),
+                                                         count, block_ms, wait)
+                    break
+                except Exception as exc:
+                    if not _topology_error(exc):
+                        raise
+                    await self.storage.refresh_topology()
+                    if not isinstance(exc, ResponseError) or attempt == TOPOLOGY_RETRIES:
+                        # the reply was lost: entries may have been delivered; the fold
+                        # starts a new reader from its applied id (on the new master)
+                        raise
+                    # refused (MOVED...): none delivered; the nodes' views of the slots
+                    # converge within moments of a failover, so ask again
+                    await asyncio.sleep(0.05 * (attempt + 1))
         return [LogEntry(_text(i), fields) for i, fields in messages if fields is not None]
 
     async def ack(self, ids: list[str]) -> None:
