@@ -673,21 +673,21 @@ class GBFS(ClassifierMixin, BatchModel):
         if computed is DEPRECATED:
             if computed_groups is None:
                 return self._scores(X, self.tree_feature_.shape[0])
-            keep = self._group_of()[:, None] == np.fromiter(
-                {int(g) for g in computed_groups}, dtype=np.int64)[None, :]
-            n_trees = self.n_trees_for_groups(computed_groups)
+            groups = [int(g) for g in computed_groups]
+            keep = np.isin(self._group_of(), groups)
+            n_trees = self.n_trees_for_groups(groups)
         else:
             deprecated_alias("GBFS", "computed", "computed_groups", computed, computed_groups,
                              note=" (ids of feature_groups; without them, feature indices)",
                              stacklevel=4)
             if computed is None:
                 return self._scores(X, self.tree_feature_.shape[0])
-            features = np.fromiter({int(f) for f in computed}, dtype=np.int64)
-            keep = np.arange(self.n_features_in_)[:, None] == features[None, :]
-            n_trees = self.n_trees_for(computed)
+            features = [int(f) for f in computed]
+            keep = np.isin(np.arange(self.n_features_in_), features)
+            n_trees = self.n_trees_for(features)
         if self.uncomputed == "prefix":
             return self._scores(X, n_trees)
-        missing = ~keep.any(axis=1) if keep.size else np.ones(X.shape[1], dtype=bool)
+        missing = ~keep
         if missing.any():
             X = X.copy()
             X[:, missing] = np.nan

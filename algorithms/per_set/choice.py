@@ -13,7 +13,6 @@ unit cost. The protocol is the batch models' (``algorithms.batch``).
 from __future__ import annotations
 
 import numbers
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -238,7 +237,6 @@ class PerSetChoice(RegressorMixin, BatchModel):
     def _attach(self, anytime: AnytimeLinearModel, gbfs: GBFS, X_val: np.ndarray,
                 y_val: np.ndarray, classes: np.ndarray | None) -> None:
         self.anytime_, self.gbfs_ = anytime, gbfs
-        self._anytime_lock = threading.Lock()
         self.n_features_in_ = int(anytime.n_features_in_)
         self.groups_ = [np.asarray(g, dtype=np.int64) for g in anytime.groups_]
         self.costs_ = np.asarray(anytime.costs_, dtype=np.float64)
@@ -268,28 +266,13 @@ class PerSetChoice(RegressorMixin, BatchModel):
     # --------------------------------------------------------------------- scorers
     def _score_anytime(self, X: np.ndarray, S: tuple[int, ...]) -> np.ndarray:
         """``anytime_.predict(X, computed_groups=S)``, the same operations on the same
-        arrays, with the anytime model's (unlocked) per-set cache read under a lock so that
-        several threads may answer at once; ``X`` is already checked (``_rows``)."""
-        with self._anytime_lock:
-            coef, intercept = self.anytime_.coef_for_groups(S)
+        arrays (its per-set solves are cached and thread-safe); ``X`` is already checked
+        (``_rows``)."""
+        coef, intercept = self.anytime_.coef_for_groups(S)
         return X @ coef + intercept
 
     def _score_gbfs(self, X: np.ndarray, S: tuple[int, ...]) -> np.ndarray:
         return self.gbfs_.decision_function(X, computed_groups=S)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(super().__getstate__() or self.__dict__)
-        state.pop("_anytime_lock", None)   # a lock does not pickle: a new one on loading
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        restore = getattr(super(), "__setstate__", None)
-        if restore is None:
-            self.__dict__.update(state)
-        else:
-            restore(state)
-        if "anytime_" in state:
-            self._anytime_lock = threading.Lock()
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "anytime_figures_"):

@@ -180,7 +180,7 @@ class Artifact:
         self.held_out = held_out
         self._ev_cache: OrderedDict = OrderedDict()
         self._cache_size = cache_size
-        self._lock = threading.Lock()  # the anytime model's per-set solves and caches
+        self._lock = threading.Lock()  # the explained-variance cache (the model locks its own)
         self.all_trees = family == "gbfs" and model.uncomputed == "missing"
         self.figures = self._set_figures()
 
@@ -197,9 +197,8 @@ class Artifact:
         return set_figures(score, self.held_out, self.task, self.layout)
 
     def _anytime_scores(self, X, S) -> np.ndarray:
-        """``X w(S) + b(S)``; the model's per-set cache is read under the lock."""
-        with self._lock:
-            coef, intercept = self.model.coef_for_groups(S)
+        """``X w(S) + b(S)`` (the model's per-set solves are cached and thread-safe)."""
+        coef, intercept = self.model.coef_for_groups(S)
         return X @ coef + intercept
 
     def _gbfs_scores(self, X: np.ndarray, S) -> np.ndarray:
@@ -225,9 +224,7 @@ class Artifact:
         """The trained sequence of groups (gbfs: the greedy sequence of the version, or
         the order of entry for the prefix rule; auto: the combined sequence; nvsd: the
         ranking)."""
-        if self.family == "anytime":
-            return [int(g) for g in self.model.sequence_]
-        if self.family == "auto":
+        if self.family in ("anytime", "auto"):
             return [int(g) for g in self.model.sequence_]
         if self.family == "gbfs":
             if self.all_trees:
@@ -292,16 +289,14 @@ class Artifact:
         with self._lock:
             hit = self._ev_cache.get(key)
         if hit is None:
-            with self._lock:
-                coef, intercept = self.model.coef_for_groups(S)
+            coef, intercept = self.model.coef_for_groups(S)
             if self.validation is not None and self.validation.n > 0:
                 from algorithms.metrics.anytime import explained_variance_from_statistics
 
                 hit = (float(explained_variance_from_statistics(
                     self.validation, coef, intercept)[0]), "validation")
             else:
-                with self._lock:
-                    hit = (float(self.model.explained_variance(S)), "train")
+                hit = (float(self.model.explained_variance(S)), "train")
             with self._lock:
                 self._ev_cache[key] = hit
                 if len(self._ev_cache) > self._cache_size:
@@ -309,9 +304,7 @@ class Artifact:
         return hit
 
     def _anytime(self, X: sp.csr_matrix, S: list[int]) -> dict[str, Any]:
-        with self._lock:
-            coef, intercept = self.model.coef_for_groups(S)
-        scores = X @ coef + intercept
+        scores = self._anytime_scores(X, S)
         ev, basis = self.expected_ev(S)
         out = {"predictions": scores.tolist(), "groups_used": self._names(S),
                "cost": self.layout.cost_of(S), "expected_explained_variance": ev,
@@ -424,8 +417,7 @@ class Artifact:
         room = None if budget is None else budget - spent + 1e-12 * max(abs(budget), 1.0)
         gain: float | None
         if self.family == "anytime":
-            with self._lock:
-                g = self.model.next_group(S, max_cost=budget)
+            g = self.model.next_group(S, max_cost=budget)
             if g is None:
                 return None
             gain = self.expected_ev(sorted(set(S) | {g}))[0] - self.expected_ev(S)[0]
