@@ -1,0 +1,82 @@
+"""Batch artifacts of format 2 and fold snapshots without a format version, written by the
+code before the family adapters (``tests/states/v2/make_fixtures.py``), load and answer
+bit for bit as they did then: every answer, next group, budget set and sequence row."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from algorithms.serialization import loads_state
+from service.batch import artifact as artifacts
+from service.batch.fold_state import BatchFoldState
+from service.batch.spec import BatchLayout, split_params
+from service.batch.worker import load_fold_blob
+from service.schemas import ModelSpec
+
+FOLDER = Path(__file__).parent / "states" / "v2"
+EXPECTED = json.loads((FOLDER / "expected.json").read_text())
+ARTIFACTS = sorted(name for name in EXPECTED if name.startswith("artifact-"))
+FOLDS = sorted(name for name in EXPECTED if name.startswith("fold-"))
+
+
+def blob(name: str) -> bytes:
+    return (FOLDER / f"{name}.state").read_bytes()
+
+
+def _spec(name: str):
+    spec = ModelSpec(**EXPECTED[name]["spec"])
+    return spec, BatchLayout(spec), split_params(spec)
+
+
+def _json(value):
+    return json.loads(json.dumps(value))
+
+
+def test_every_fixture_is_checked():
+    assert {path.stem for path in FOLDER.glob("*.state")} == set(EXPECTED)
+    assert len(ARTIFACTS) == len(FOLDS) == 7
+
+
+@pytest.mark.parametrize("name", ARTIFACTS)
+def test_a_format_2_artifact_answers_bit_for_bit(name):
+    expected = EXPECTED[name]
+    spec, layout, _ = _spec(name)
+    assert loads_state(blob(name))["format_version"] == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        served = artifacts.unpack(blob(name), spec.family, layout)
+    probe = sp.csr_matrix(np.array(expected["probe"]))
+    for key, answer in expected["answers"].items():
+        S, budget = json.loads(key)
+        assert _json(served.answer(probe, S, budget)) == answer, (name, S, budget)
+    for budget, groups in expected["budget_sets"].items():
+        assert served.budget_set(float(budget)) == groups, (name, budget)
+    assert _json(served.sequence()) == expected["sequence"]
+
+
+@pytest.mark.parametrize("name", FOLDS)
+def test_an_unversioned_fold_snapshot_loads_bit_for_bit(name):
+    expected = EXPECTED[name]
+    spec, layout, params = _spec(name)
+    state = BatchFoldState(spec.family, layout, params)
+    load_fold_blob(state, blob(name))
+    assert (state.examples, state.applied_id) == (expected["examples"], expected["applied_id"])
+    assert state.train_examples == expected["train_examples"]
+    assert state.validation_examples == expected["validation_examples"]
+    held = state.held_out_copy()
+    assert (None if held is None else len(held[1])) == expected["held_out_rows"]
+    stored = loads_state(blob(name))
+    written = state.state_dict()
+    for key, value in stored.items():
+        if key in ("kind", "format_version", "svc_model"):
+            continue
+        if isinstance(value, np.ndarray):
+            assert written[key].dtype == value.dtype and np.array_equal(written[key], value), key
+        else:
+            assert written[key] == value, key
