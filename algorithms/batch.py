@@ -54,6 +54,14 @@ class _Deprecated:
 
 DEPRECATED: Any = _Deprecated()
 
+COST_RTOL = 1e-12  # a cost within this relative slack of a cap is within the cap
+
+
+def cost_slack(max_cost: float) -> float:
+    """The slack a cost cap ``max_cost`` allows: ``COST_RTOL · max(|max_cost|, 1)``, so that
+    a set whose summed costs round past the cap in the last bits still fits. O(1)."""
+    return COST_RTOL * max(abs(float(max_cost)), 1.0)
+
 
 def _same(a: Any, b: Any) -> bool:
     if a is b:

@@ -1,4 +1,5 @@
-"""One envelope for every model's state, and one registry that loads any of them.
+"""One envelope for every model's state (the registry that loads any of them is
+``algorithms.registry``, above the model families; this module imports none of them).
 
 A *state* is a flat ``dict`` (the form ``algorithms.serialization`` writes: one archive
 member per array, the rest JSON). Every state the package writes has the same envelope,
@@ -20,17 +21,13 @@ version; :func:`open_envelope` reads them as version 0, and each class upgrades 
 version-0 payload (renamed parameters), so snapshots and artifacts stored by the service
 before the envelope still load.
 
-``model_from_state(state)`` / ``model_from_bytes(data)`` rebuild any model from its state;
-``model_to_bytes(model)`` is ``dumps_state(model.state_dict())``. Content checks are each
-class's ``from_state_dict`` (a ValueError naming the member).
+Content checks are each class's ``from_state_dict`` (a ValueError naming the member).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-from algorithms.serialization import dumps_state, loads_state
 
 KIND = "kind"
 FORMAT_VERSION = "format_version"
@@ -88,7 +85,7 @@ def open_envelope(state: Any, kind: str, versions: tuple[int, ...]
         raise ValueError(f"state must be a dict, got {type(state).__name__}")
     found, version = state_kind(state)
     if found != kind:
-        named = found if found is not None else _describe(state)
+        named = found if found is not None else describe(state)
         raise ValueError(f"state is for {named!r}, not {kind!r}")
     if version not in versions or (version == 0 and FORMAT_VERSION in state):
         readable = [v for v in versions if v]
@@ -103,7 +100,8 @@ def open_envelope(state: Any, kind: str, versions: tuple[int, ...]
     return version, {key: value for key, value in state.items() if key not in ENVELOPE}
 
 
-def _describe(state: Mapping) -> Any:
+def describe(state: Mapping) -> Any:
+    """What ``state`` calls itself (its ``kind``, ``algorithm`` or ``class``), or None."""
     for member in (KIND, "algorithm", "class"):
         if member in state:
             return state[member]
@@ -116,57 +114,5 @@ def renamed(payload: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]
     return {names.get(key, key): value for key, value in payload.items()}
 
 
-# ------------------------------------------------------------------------ the registry
-def state_kinds() -> dict[str, type]:
-    """Every kind of state -> the class whose ``from_state_dict`` reads it: the models of
-    :func:`model_kinds` plus the parts they are made of (anytime sufficient statistics,
-    the kernel-ridge refits of RelaxedNVSD)."""
-    from algorithms.anytime import SufficientStatistics
-    from algorithms.nvsd import SubsetKernelRidge
-
-    return {**model_kinds(), SufficientStatistics.kind: SufficientStatistics,
-            SubsetKernelRidge.kind: SubsetKernelRidge}
-
-
-def model_kinds() -> dict[str, type]:
-    """Every model family's classes by kind: the online learners (``LEARNERS``), then
-    the batch models (``AnytimeLinearModel``, ``GBFS``, ``NVSD``, ``RelaxedNVSD``)."""
-    from algorithms.anytime import AnytimeLinearModel
-    from algorithms.gbfs import GBFS
-    from algorithms.nvsd import NVSD, RelaxedNVSD
-    from algorithms.online import LEARNERS
-    from algorithms.per_set import PerSetChoice
-
-    return {**{cls.kind: cls for cls in LEARNERS.values()},
-            **{cls.kind: cls for cls in (AnytimeLinearModel, GBFS, NVSD, RelaxedNVSD,
-                                         PerSetChoice)}}
-
-
-def model_from_state(state: Any):
-    """The model (or model part) ``state`` describes, whatever its kind; ValueError when
-    it is not a state this package could have written (unknown kind, unsupported version,
-    contents the kind's checks refuse)."""
-    kind, _ = state_kind(state)
-    kinds = state_kinds()
-    if kind not in kinds:
-        if not isinstance(state, Mapping):
-            raise ValueError(f"state must be a dict, got {type(state).__name__}")
-        raise ValueError(f"unknown kind of state {_describe(state)!r}; known: "
-                         f"{sorted(kinds)}")
-    return kinds[kind].from_state_dict(state)
-
-
-def model_from_bytes(data: bytes, *, max_bytes: int = 1 << 34):
-    """:func:`model_from_state` of ``loads_state(data, max_bytes=...)``; a ValueError
-    (``StateFormatError`` for a malformed archive) otherwise."""
-    return model_from_state(loads_state(data, max_bytes=max_bytes))
-
-
-def model_to_bytes(model) -> bytes:
-    """``dumps_state(model.state_dict())``: the bytes :func:`model_from_bytes` reads."""
-    return dumps_state(model.state_dict())
-
-
-__all__ = ["ENVELOPE", "FORMAT_VERSION", "KIND", "envelope", "model_from_bytes",
-           "model_from_state", "model_kinds", "model_to_bytes", "open_envelope", "renamed",
-           "state_kind", "state_kinds"]
+__all__ = ["ENVELOPE", "FORMAT_VERSION", "KIND", "describe", "envelope", "open_envelope",
+           "renamed", "state_kind"]

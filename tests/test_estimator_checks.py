@@ -1,4 +1,4 @@
-"""One check suite over every registered model (``algorithms.states.model_kinds``), as
+"""One check suite over every registered model (``algorithms.registry.model_kinds``), as
 scikit-learn's ``check_estimator`` and River's ``check_estimator`` run over theirs: the state
 round trip, input left as it was, the three input forms, determinism with a seed, clean
 errors on bad input, and the batch models' shared protocol (``algorithms.batch``).
@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from algorithms.serialization import dumps_state, loads_state
-from algorithms.sparse import CSRBatch, as_csr_batch
-from algorithms.states import (
+from algorithms.registry import (
     model_from_bytes,
     model_from_state,
     model_kinds,
     model_to_bytes,
     state_kinds,
 )
+from algorithms.serialization import dumps_state, loads_state
+from algorithms.sparse import CSRBatch, as_csr_batch
 
 D = 6
 GROUPS = [[0, 1], [2, 3], [4, 5]]

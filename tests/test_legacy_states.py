@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from algorithms.registry import model_from_bytes, model_from_state
 from algorithms.serialization import loads_state
-from algorithms.states import model_from_bytes, model_from_state, state_kind
+from algorithms.states import state_kind
 
 FOLDER = Path(__file__).parent / "states" / "legacy"
 EXPECTED = json.loads((FOLDER / "expected.json").read_text())

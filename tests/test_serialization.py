@@ -47,7 +47,7 @@ def test_size_limit():
 
 # ---------------------------------------------------------------- the one envelope
 def test_every_state_kind_writes_the_envelope_and_loads_through_one_registry():
-    from algorithms.states import model_kinds, state_kinds
+    from algorithms.registry import model_kinds, state_kinds
 
     kinds = state_kinds()
     assert set(model_kinds()) < set(kinds)
@@ -80,7 +80,7 @@ def test_envelope_and_open_envelope():
     {"kind": "gbfs", "format_version": 0}, {"kind": "gbfs", "format_version": 2},
     {"algorithm": "gbfs"}, {"class": ["NVSD"]}, {"kind": "nope", "format_version": 1}])
 def test_a_state_that_is_not_one_is_refused_with_a_value_error(state):
-    from algorithms.states import model_from_state
+    from algorithms.registry import model_from_state
 
     with pytest.raises(ValueError):
         model_from_state(state)
@@ -89,7 +89,7 @@ def test_a_state_that_is_not_one_is_refused_with_a_value_error(state):
 @pytest.mark.parametrize("data", [b"", b"not a zip", pickle.dumps({"a": 1}),
                                   dumps_state({"kind": "pet"})])
 def test_model_from_bytes_refuses_garbage(data):
-    from algorithms.states import model_from_bytes
+    from algorithms.registry import model_from_bytes
 
     with pytest.raises(ValueError):
         model_from_bytes(data)

@@ -19,15 +19,16 @@ import numpy as np
 
 from algorithms.anytime import _kernels as kernels
 from algorithms.anytime.greedy import GroupGreedy, SequenceResult, normalize_groups, run_greedy
-from algorithms.batch import DEPRECATED, deprecated_alias
+from algorithms.batch import COST_RTOL, DEPRECATED, deprecated_alias
 
 
 def doubling_eligible(costs: np.ndarray, remaining: np.ndarray, spent: float) -> np.ndarray:
-    """Mask of groups with ``c(g) <= max(spent, min remaining cost)`` (relative slack 1e-12)."""
+    """Mask of groups with ``c(g) <= max(spent, min remaining cost)`` (relative slack
+    ``COST_RTOL``)."""
     if not remaining.any():
         return remaining
     limit = max(spent, float(costs[remaining].min()))
-    return remaining & (costs <= limit * (1.0 + 1e-12))
+    return remaining & (costs <= limit * (1.0 + COST_RTOL))
 
 
 def doubling_sequence(C: np.ndarray, b: np.ndarray, groups: Sequence[Sequence[int]], costs, *,

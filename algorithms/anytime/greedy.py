@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from algorithms.anytime import _kernels as kernels
-from algorithms.batch import DEPRECATED, deprecated_alias
+from algorithms.batch import DEPRECATED, cost_slack, deprecated_alias
 
 CRITERIA = {"cs-g-omp": kernels.OMP, "cs-g-fr": kernels.FR, "no-whiten": kernels.NO_WHITEN,
             "single": kernels.SINGLE}
@@ -214,7 +214,7 @@ def run_greedy(engine: GroupGreedy, kind: int, costs: np.ndarray, *,
     while len(engine.selected) < limit:
         remaining = engine.active.copy()
         if max_cost is not None:
-            remaining &= costs <= (max_cost - spent) + 1e-12 * max(abs(max_cost), 1.0)
+            remaining &= costs <= (max_cost - spent) + cost_slack(max_cost)
         if not remaining.any():
             break
         if eligible_rule is not None:

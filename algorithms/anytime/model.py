@@ -32,7 +32,7 @@ from algorithms.anytime.greedy import (
 )
 from algorithms.anytime.statistics import SufficientStatistics, _as_matrix
 from algorithms.anytime.subsets import SubsetSolver
-from algorithms.batch import DEPRECATED, BatchModel, deprecated_alias
+from algorithms.batch import DEPRECATED, BatchModel, cost_slack, deprecated_alias
 from algorithms.estimator import (
     RegressorMixin,
     check_matrix_shape,
@@ -215,7 +215,7 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
     # ------------------------------------------------------------------ serving
     def prefix_length(self, max_cost: float) -> int:
         """Length of the longest prefix of cost <= ``max_cost``. O(log J)."""
-        slack = 1e-12 * max(abs(float(max_cost)), 1.0)
+        slack = cost_slack(max_cost)
         return int(np.searchsorted(self.cumulative_cost_, float(max_cost) + slack, "right")
                    - 1)
 
@@ -329,7 +329,7 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         remaining = np.ones(J, dtype=bool)
         remaining[list(S)] = False
         if max_cost is not None:
-            remaining &= self.costs_ <= max_cost - spent + 1e-12 * max(abs(max_cost), 1.0)
+            remaining &= self.costs_ <= max_cost - spent + cost_slack(max_cost)
         if self.method == "group-lasso":
             choice = next((int(g) for g in self.sequence_ if remaining[g]), None)
         else:
@@ -437,7 +437,7 @@ def _cap_order(order: np.ndarray, costs: np.ndarray, max_cost: float | None,
                max_groups: int | None) -> np.ndarray:
     """Prefix of ``order`` within the cost / length caps."""
     if max_cost is not None:
-        within = np.cumsum(costs[order]) <= max_cost + 1e-12 * max(abs(max_cost), 1.0)
+        within = np.cumsum(costs[order]) <= max_cost + cost_slack(max_cost)
         order = order[:int(np.argmin(within)) if not within.all() else len(order)]
     return order if max_groups is None else order[:int(max_groups)]
 

@@ -87,7 +87,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from algorithms.batch import DEPRECATED, BatchModel, as_dense, deprecated_alias
+from algorithms.batch import DEPRECATED, BatchModel, as_dense, cost_slack, deprecated_alias
 from algorithms.estimator import (
     ClassifierMixin,
     RegressorMixin,
@@ -628,7 +628,7 @@ class GBFS(ClassifierMixin, BatchModel):
             for g in range(costs.size):
                 gain = float(self.group_gain_[g])
                 if g in allowed or gain <= 0 or (
-                        room is not None and costs[g] > room + 1e-12 * max(abs(room), 1.0)):
+                        room is not None and costs[g] > room + cost_slack(room)):
                     continue
                 key = (1, gain) if costs[g] <= 0 else (0, gain / costs[g])
                 if best_key is None or key > best_key:
@@ -640,7 +640,7 @@ class GBFS(ClassifierMixin, BatchModel):
         group_of = self._group_of()
         g = next(int(group_of[f]) for f in self.tree_feature_[t]
                  if f >= 0 and int(group_of[f]) not in allowed)
-        if room is not None and costs[g] > room + 1e-12 * max(abs(room), 1.0):
+        if room is not None and costs[g] > room + cost_slack(room):
             return None
         return g
 

@@ -6,12 +6,11 @@ from .inexact import DenseNVSDProblem, solve_admm_inexact
 from .kernels import GaussianKernel, PolynomialKernel, derivative_gram, make_kernel
 from .path import nvsd_path, solve_path, tau_grid, tau_max
 from .prox import Regularizer, make_regularizer
+from .ranking import ranked_supports, ranked_units
 from .relaxed import (
     RelaxedNVSD,
     RelaxedSelection,
     SubsetKernelRidge,
-    ranked_supports,
-    ranked_units,
     select_relaxed,
 )
 

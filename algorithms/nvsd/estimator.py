@@ -21,10 +21,10 @@ from ..estimator import RegressorMixin, check_n_features, column_or_1d, not_fitt
 from ..states import envelope, open_envelope, renamed
 from ._state import get_array, get_number
 from .admm import NVSDProblem
-from .inexact import DenseNVSDProblem
+from .inexact import DenseNVSDProblem, solver_for
 from .kernels import evaluate_function, make_kernel
-from .path import solver_for
 from .prox import make_regularizer
+from .ranking import ranked_units
 
 _PARAMS = (
     "regularizer", "kernel", "degree", "offset", "sigma", "tau", "nu", "l1_ratio", "groups",
@@ -194,9 +194,7 @@ class NVSD(RegressorMixin, BatchModel):
         return np.flatnonzero(self.support_)
 
     def _units(self) -> tuple[np.ndarray, np.ndarray]:
-        """(ranked units, unit of each variable): see :func:`~.relaxed.ranked_units`."""
-        from .relaxed import ranked_units
-
+        """(ranked units, unit of each variable): see :func:`~.ranking.ranked_units`."""
         return ranked_units(self)
 
     def next_group(self, computed_groups: Iterable[int] = ()) -> int | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .admm import ADMMResult, objective
+from .admm import ADMMResult, NVSDProblem, objective, solve_admm
 from .kernels import derivative_gram
 from .prox import Regularizer
 
@@ -111,3 +111,9 @@ def solve_admm_inexact(
         n_iter=it, converged=converged,
         objective=objective(problem, y, alpha, beta, reg, tau, nu), history=hist,
     )
+
+
+def solver_for(problem: NVSDProblem | DenseNVSDProblem) -> Any:
+    """:func:`~.admm.solve_admm` for an eigendecomposed problem, the inexact solver
+    otherwise. O(1)."""
+    return solve_admm_inexact if isinstance(problem, DenseNVSDProblem) else solve_admm

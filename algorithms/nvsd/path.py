@@ -6,14 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from .admm import ADMMResult, NVSDProblem, solve_admm
-from .inexact import DenseNVSDProblem, solve_admm_inexact
+from .admm import ADMMResult, NVSDProblem
+from .estimator import NVSD, _check_inputs
+from .inexact import DenseNVSDProblem, solver_for
 from .prox import Regularizer
-
-
-def solver_for(problem: NVSDProblem | DenseNVSDProblem) -> Any:
-    """:func:`solve_admm` for an eigendecomposed problem, the inexact solver otherwise."""
-    return solve_admm_inexact if isinstance(problem, DenseNVSDProblem) else solve_admm
 
 
 def tau_max(
@@ -70,8 +66,6 @@ def nvsd_path(
     bounds :func:`tau_max`'s 500 iterations). One eigendecomposition is shared by all fits
     and each fit is warm-started from the previous one.
     """
-    from .estimator import NVSD, _check_inputs
-
     X = _check_inputs(X)
     y = np.asarray(y, dtype=np.float64).reshape(-1)
     base = NVSD(**params)

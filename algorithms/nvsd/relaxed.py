@@ -38,41 +38,12 @@ from ..estimator import RegressorMixin, check_matrix_shape, not_fitted
 from ..sparse import CSRBatch
 from ..states import envelope, open_envelope, renamed
 from ._state import get_array, get_number, sub_state
+from .estimator import NVSD, _check_inputs, _check_target
 from .kernels import make_kernel
+from .path import nvsd_path
+from .ranking import ranked_supports, ranked_units
 
 DEFAULT_ALPHAS = tuple(np.logspace(-6, 1, 8))
-
-
-def ranked_units(model: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Ranking of a fitted NVSD: ``(units, unit_of)``.
-
-    ``units`` (int64) are the variables (the groups for ``regularizer="gl"``) with a non-zero
-    derivative norm (group norm ``||(||d_a f||_n)_{a in g}||_2``), by decreasing norm, ties
-    lower index first; ``unit_of`` (d,) maps each variable to its unit. O(d log d).
-    """
-    norms = np.asarray(model.derivative_norms_, dtype=float)
-    reg = model.make_regularizer(norms.size)
-    gl = model.regularizer == "gl"
-    unit_of = np.asarray(reg.group_of if gl else np.arange(norms.size), dtype=np.int64)
-    unit_norms = reg.group_norms(norms) if gl else norms
-    order = np.lexsort((np.arange(unit_norms.size), -unit_norms))
-    positive = unit_norms[order] > 0
-    stop = positive.size if positive.all() else int(np.argmin(positive))
-    return order[:stop].astype(np.int64), unit_of
-
-
-def ranked_supports(model: Any) -> list[np.ndarray]:
-    """Nested supports of a fitted NVSD: top-1, top-2, ... variables by derivative norm.
-
-    For ``regularizer="gl"`` the steps are whole groups, ordered by group norm. Variables
-    (groups) with a zero norm are never added. Ties: lower index first. O(d^2).
-    """
-    units, unit_of = ranked_units(model)
-    supports, chosen = [], np.zeros(unit_of.size, dtype=bool)
-    for unit in units:
-        chosen |= unit_of == unit
-        supports.append(np.flatnonzero(chosen).astype(np.int64))
-    return supports
 
 
 class SubsetKernelRidge:
@@ -296,8 +267,6 @@ class RelaxedNVSD(RegressorMixin, BatchModel):
     def set_params(self, **params: Any) -> RelaxedNVSD:
         """Set arguments: this class's own, or :class:`NVSD` keywords (kept in
         ``nvsd_params``)."""
-        from .estimator import NVSD
-
         params = self._current_names(params)
         own = set(self._get_param_names())
         nvsd = (set(NVSD._get_param_names()) | set(self._nvsd_params)) - own
@@ -310,8 +279,6 @@ class RelaxedNVSD(RegressorMixin, BatchModel):
         return self
 
     def _base(self) -> Any:
-        from .estimator import NVSD
-
         try:
             return NVSD(**self.nvsd_params)
         except TypeError as exc:
@@ -344,9 +311,6 @@ class RelaxedNVSD(RegressorMixin, BatchModel):
             progress: Any = None) -> RelaxedNVSD:
         """Fit as described in the class docstring; ``progress(fraction)``, if given, is
         called after each tau path (fraction of the paths done)."""
-        from .estimator import _check_inputs, _check_target
-        from .path import nvsd_path
-
         X = _check_inputs(X)
         y = _check_target(y, X.shape[0])
         self.check_params(X.shape[1])

@@ -25,7 +25,7 @@ LEARNERS: dict[str, type[OnlineLearner]] = {
 def learner_from_state(state: dict[str, Any]) -> OnlineLearner:
     """Rebuild any learner from its :meth:`OnlineLearner.state_dict` (or a state written
     before the envelope); a ValueError naming the member when ``state`` is not one a
-    learner could have saved. ``algorithms.states.model_from_state`` reads every family."""
+    learner could have saved. ``algorithms.registry.model_from_state`` reads every family."""
     if not isinstance(state, Mapping):
         raise ValueError(f"state must be a dict, got {type(state).__name__}")
     name, _ = state_kind(state)

@@ -60,6 +60,8 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
+from algorithms.batch import cost_slack
+
 TASKS = ("regression", "classification")
 ZERO_COST_EPSILON = 1e-9   # a zero cost counts as this times the largest cost (or 1)
 _CONSTANT_SCORE = 1e-12
@@ -224,7 +226,7 @@ def best_next_group(figure: Callable[[tuple[int, ...]], float], computed: tuple[
     spent = float(sum(costs[g] for g in have))
     candidates = [g for g in range(costs.size) if g not in have]
     if max_cost is not None:
-        room = float(max_cost) - spent + 1e-12 * max(abs(float(max_cost)), 1.0)
+        room = float(max_cost) - spent + cost_slack(max_cost)
         candidates = [g for g in candidates if costs[g] <= room]
     if not candidates:
         return None

@@ -9,7 +9,7 @@ import pytest
 
 from algorithms.gbfs import GBFS, binning
 from algorithms.gbfs.estimator import AUTO_PENALTY
-from algorithms.states import model_from_bytes
+from algorithms.registry import model_from_bytes
 from tests.gbfs.naive import MISSING, naive_gbfs
 
 GROUPS = [[0, 1], [2, 3, 4], [5]]

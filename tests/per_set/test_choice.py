@@ -16,8 +16,8 @@ from scipy.special import expit
 from algorithms.per_set import PerSetChoice
 from algorithms.per_set.choice import TIE_TOLERANCE
 from algorithms.per_set.figures import platt_targets
+from algorithms.registry import model_from_bytes
 from algorithms.sparse import as_csr_batch
-from algorithms.states import model_from_bytes
 
 GROUPS = [[0, 1], [2, 3], [4, 5], [6, 7]]
 COSTS = [1.0, 2.0, 1.5, 0.5]
