@@ -18,10 +18,17 @@ from typing import Any
 import numpy as np
 
 from algorithms.online import LEARNERS, learner_from_state
+from algorithms.online.base import signed_labels
 from algorithms.serialization import StateFormatError, dumps_state, loads_state
 from algorithms.states import state_kind
-from service.errors import InputError, item_error
-from service.ingest import ExampleBatch
+from service.errors import ConflictError, InputError, UnsupportedMediaTypeError, item_error
+from service.hosting import Host
+from service.ingest import (
+    ExampleBatch,
+    decode_bin,
+    parse_json_body,
+    parse_libsvm_body,
+)
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import id_key
 from service.view import ServingView, top_names
@@ -71,8 +78,12 @@ def make_hasher(bits: int | None):
     return hasher.index
 
 
-class ModelHost:
-    """One model in this process."""
+class ModelHost(Host):
+    """One online model in this process: its learner, log position and counters; the
+    route-facing methods of :class:`~service.hosting.Host` are calls into ``models``
+    (:class:`~service.online.OnlineModels`)."""
+
+    kind = "online"
 
     def __init__(self, spec: ModelSpec, *, feature_names_max: int = 100_000,
                  chunk_examples: int = 256) -> None:
@@ -100,12 +111,48 @@ class ModelHost:
         self.applied_at = 0.0  # wall-clock time applied_id was applied (or restored)
 
     @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
     def n_features(self) -> int:
         return self.spec.dimension
+
+    # -------------------------------------------------------------- the routes' interface
+    def parse_examples(self, body: bytes, media_type: str) -> tuple[ExampleBatch, str]:
+        """JSON / NDJSON, libsvm text or FBX1 binary -> ``(batch, format)``."""
+        if media_type in ("application/json", "application/x-ndjson", ""):
+            return parse_json_body(body, self.n_features, self.hasher), "json"
+        if media_type in ("text/plain", "text/x-libsvm", "application/x-libsvm"):
+            return parse_libsvm_body(body, self.n_features,
+                                     zero_based=self.spec.libsvm_zero_based), "libsvm"
+        if media_type in ("application/octet-stream", "application/x-featurebudget-batch"):
+            return decode_bin(body, self.n_features, field="body", keep_raw=True), "bin"
+        raise UnsupportedMediaTypeError(
+            f"content type {media_type!r} is not supported; use application/json, "
+            "text/plain (libsvm) or application/octet-stream (FBX1 binary)")
+
+    async def predict(self, document: dict, require_write) -> dict[str, Any]:
+        return await self.models.predict(self, document, require_write)
+
+    async def describe(self, *, features: bool = True) -> dict[str, Any]:
+        return await self.models.describe(self, features=features)
+
+    async def export_snapshot(self) -> bytes:
+        return await self.models.export_snapshot(self)
+
+    async def restore_snapshot(self, blob: bytes) -> dict[str, Any]:
+        return await self.models.restore_snapshot(self, blob)
+
+    async def wait_applied(self, log_id: str) -> None:
+        await self.models.wait_applied(self, log_id)
+
+    async def feedback(self, prediction_id: str, label: int) -> dict | None:
+        return await self.models.feedback(self, prediction_id, label)
+
+    async def selected_features(self) -> list[dict]:
+        return (await self.describe())["selected_features"]
+
+    def refuse(self, what: str) -> ConflictError:
+        return ConflictError(f"{self.name!r} is an online model ({self.spec.algorithm}): it "
+                             "learns every example as it is folded and has no retrains or "
+                             f"versions ({what} is for batch models)")
 
     # -------------------------------------------------------------- fold
     def apply_all(self, batches: list[ExampleBatch], last_id: str) -> tuple[int, int]:
@@ -121,7 +168,7 @@ class ModelHost:
                 if batch.names:  # first: a describe between two kernel calls (it reads the
                     self.remember_names(batch.names)  # live counters) names what it counts
                 scores = self._progressive_fit(batch)
-                predicted = np.where(scores >= 0.0, 1, -1)
+                predicted = signed_labels(scores)
                 n += len(batch)
                 correct += int(np.count_nonzero(predicted == batch.labels))
             self.progressive_examples += n
@@ -154,7 +201,8 @@ class ModelHost:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._applied_event.wait(), timeout)
 
-    async def wait_applied(self, log_id: str, timeout: float) -> bool:
+    async def wait_position(self, log_id: str, timeout: float) -> bool:
+        """Whether ``log_id`` is applied here within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         target = id_key(log_id)
         while id_key(self.applied_id) < target:
@@ -246,7 +294,7 @@ class ModelHost:
             return view
         return None
 
-    def describe(self, *, features: bool, limit: int, log_end: str | None) -> dict[str, Any]:
+    def public(self, *, features: bool, limit: int, log_end: str | None) -> dict[str, Any]:
         view = self.serving()
         if view is not None:
             indices, values, names = view.indices, view.values, view.names

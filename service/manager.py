@@ -11,79 +11,30 @@ import contextlib
 import logging
 import os
 import socket
-import struct
 import time
 import uuid
 
-import numpy as np
-
-from algorithms.online import LEARNERS
 from service import metrics, wire
-from service.batch.host import BatchHost
-from service.batch.models import BatchModels, validate_batch_spec
+from service.answers import AnswerPool
+from service.batch.models import BatchModels
 from service.errors import (
     BodyTooLargeError,
     InputError,
     InsufficientStorageError,
     ModelExistsError,
     ModelNotFoundError,
-    NotOwnerError,
     UnavailableError,
-    WaitTimeoutError,
 )
-from service.fold import ModelFold
-from service.host import ModelHost, new_learner
+from service.hosting import Host
 from service.ingest import ExampleBatch
+from service.online import OnlineModels
 from service.placement import Membership
 from service.priority import in_background
 from service.schemas import ModelCreate, ModelSpec
-from service.storage import Storage, id_key
-from service.view import ViewFormatError
-from service.view import decode as decode_view
+from service.storage import Storage
 
 log = logging.getLogger("featurebudget.manager")
-_SCORE = struct.Struct("<d")
-_INLINE_VIEW_BYTES = 256 << 10  # decode bigger serving views off the event loop
 _INLINE_ENCODE_NNZ = 8192  # encode bigger batches for the log off the event loop
-
-
-def token_position(token: str | None) -> tuple[int, int]:
-    """The log position a serving view token ("<log id> <nonce>") stands for."""
-    return id_key(token.partition(" ")[0]) if token else (-1, -1)
-
-
-async def wait_visible(storage: Storage, host: ModelHost, log_id: str, timeout: float) -> bool:
-    """Shared backend: until the serving view every process answers from includes
-    ``log_id`` (the owner knows what it published; others read the view's token)."""
-    deadline = time.monotonic() + timeout
-    target = id_key(log_id)
-    while True:
-        if host.owner and host.view_published >= target:
-            return True
-        if (not host.owner or id_key(host.applied_id) >= target) and \
-                token_position(await storage.view_token(host.name)) >= target:
-            return True  # (also: published by the process that folded it before this one)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        if host.owner:
-            await host.wait_applied_event(min(remaining, 0.05))
-        else:
-            await asyncio.sleep(min(remaining, 0.005))
-
-
-async def wait_position(storage: Storage, model: str, log_id: str, timeout: float,
-                        local=None) -> bool:
-    """Until ``log_id`` is applied: through this process's fold (``local(log_id, timeout)``)
-    when it folds the model, else by the position the folding process publishes."""
-    if local is not None:
-        return await local(log_id, timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if id_key(await storage.applied_position(model)) >= id_key(log_id):
-            return True
-        await asyncio.sleep(0.02)
-    return False
 
 
 class RepeatedRequest(Exception):  # noqa: N818 - a signal, not an error
@@ -98,14 +49,19 @@ class RepeatedRequest(Exception):  # noqa: N818 - a signal, not an error
 
 
 class ModelManager:
-    def __init__(self, storage: Storage, settings) -> None:
+    """Which models this process hosts, whatever their kind: create, delete, look up,
+    follow other processes' creates and deletes (shared backends), and append examples.
+    Everything else a route asks of a model is a method of its host
+    (:class:`~service.hosting.Host`), served by the model's kind: :class:`OnlineModels` or
+    :class:`BatchModels`."""
+
+    def __init__(self, storage: Storage, settings, answers: AnswerPool | None = None) -> None:
         self.storage = storage
         self.settings = settings
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.hosts: dict[str, ModelHost] = {}
-        self.folds: dict[str, ModelFold] = {}
         self.restored = False
         self.failed: dict[str, str] = {}  # models whose snapshot could not be loaded
+        self._failed_incarnations: dict[str, str] = {}
         self._refresh_task: asyncio.Task | None = None
         # which models this process hosts changes under this lock (create, delete, the
         # refresh that follows other processes, an on-demand load): otherwise a refresh that
@@ -113,8 +69,31 @@ class ModelManager:
         # create racing a refresh hosts the model twice
         self._membership = asyncio.Lock()
         self.placement = Membership(storage, settings, "online", self.process_id,
-                                    lambda: list(self.hosts)) if storage.shared else None
-        self.batch = BatchModels(storage, settings, self.process_id)
+                                    lambda: list(self.online.hosts)) if storage.shared else None
+        self.online = OnlineModels(storage, settings, self.process_id, self.placement)
+        self.batch = BatchModels(storage, settings, self.process_id, answers)
+        self.kinds = {self.online.kind: self.online, self.batch.kind: self.batch}
+
+    @property
+    def hosts(self):
+        """The online models' hosts (the batch ones: ``batch.hosts``)."""
+        return self.online.hosts
+
+    @property
+    def folds(self):
+        return self.online.folds
+
+    def kind(self, spec: ModelCreate):
+        """The service of ``spec``'s kind (online or batch)."""
+        return self.kinds["batch" if spec.is_batch else "online"]
+
+    def hosted(self, name: str) -> Host | None:
+        return self.online.hosts.get(name) or self.batch.hosts.get(name)
+
+    def all_hosts(self) -> list[Host]:
+        """Every model this process serves, by name."""
+        return sorted([*self.online.hosts.values(), *self.batch.hosts.values()],
+                      key=lambda h: h.name)
 
     # -------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -131,39 +110,34 @@ class ModelManager:
             self._refresh_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._refresh_task
-        await asyncio.gather(*(fold.stop() for fold in self.folds.values()),
-                             return_exceptions=True)
-        self.folds.clear()
+        await self.online.stop()
         if self.placement is not None:
             with contextlib.suppress(Exception):
                 await self.placement.leave()
         await self.batch.stop()
 
     def known(self, name: str) -> bool:
-        return name in self.hosts or name in self.batch.hosts or name in self.failed
+        return self.hosted(name) is not None or name in self.failed
 
-    async def _host(self, spec: ModelSpec) -> ModelHost | BatchHost:
-        """Restore a model (snapshot, then its fold replays the log after it)."""
+    def incarnation(self, name: str) -> str | None:
+        """The incarnation this process serves under ``name`` (None: none)."""
+        host = self.hosted(name)
+        if host is not None:
+            return host.incarnation
+        return self._failed_incarnations.get(name)
+
+    async def _host(self, spec: ModelSpec) -> Host | None:
+        """Restore a model (snapshot, then its fold replays the log after it); None when
+        its snapshot cannot be loaded: the model is kept out of service (its log and
+        snapshot stay as they are) and ``failed`` says why."""
         metrics.init_model(spec)  # its counters at 0 from now on (not "no data")
-        if spec.is_batch:
-            return await self.batch.host(spec)
-        host = ModelHost(spec, feature_names_max=self.settings.feature_names_max,
-                         chunk_examples=self.settings.apply_chunk_examples)
-        blob = await self.storage.load_snapshot(spec.name)
-        if blob is not None:
-            try:
-                host.load_blob(blob, check_spec=False)
-            except InputError as exc:  # e.g. written by an incompatible version: keep the
-                # model out of service (the log and snapshot stay as they are) and say why
-                log.error("model %s: cannot load its snapshot: %s", spec.name, exc.detail)
-                self.failed[spec.name] = exc.detail
-                return host
-        self.hosts[spec.name] = host
-        fold = ModelFold(host, self.storage, self.settings, self.process_id, self.placement)
-        self.folds[spec.name] = fold
-        fold.publish_gauges()
-        fold.start()
-        return host
+        try:
+            return await self.kind(spec).host(spec)
+        except InputError as exc:  # e.g. written by an incompatible version
+            log.error("model %s: cannot load its snapshot: %s", spec.name, exc.detail)
+            self.failed[spec.name] = exc.detail
+            self._failed_incarnations[spec.name] = spec.incarnation
+            return None
 
     async def _refresh_models(self) -> None:
         """Shared backend: follow models created / deleted by other processes."""
@@ -172,38 +146,43 @@ class ModelManager:
             with contextlib.suppress(Exception):
                 await self.placement.refresh()
             with contextlib.suppress(Exception):
-                async with self._membership:
-                    stored = await self.storage.load_models()
-                    for name, raw in stored.items():
-                        if not self.known(name):
-                            await self._host(ModelSpec.model_validate_json(raw))
-                    for name in [n for n in [*self.hosts, *self.batch.hosts]
-                                 if n not in stored]:
-                        await self._drop(name)
+                await self.sync()
+
+    async def sync(self) -> None:
+        """Host what the store holds, by identity: a model deleted and created again under
+        the same name (another incarnation) replaces the one held here."""
+        async with self._membership:
+            stored = {name: ModelSpec.model_validate_json(raw)
+                      for name, raw in (await self.storage.load_models()).items()}
+            for name, spec in stored.items():
+                held = self.incarnation(name)
+                if held is not None and held != spec.incarnation:
+                    log.info("model %s was deleted and created again elsewhere: serving "
+                             "the new one", name)
+                    await self._drop(name)
+                    held = None
+                if held is None:
+                    await self._host(spec)
+            for name in [n for n in [*self.online.hosts, *self.batch.hosts, *self.failed]
+                         if n not in stored]:
+                await self._drop(name)
 
     async def _drop(self, name: str) -> None:
+        self.failed.pop(name, None)
+        self._failed_incarnations.pop(name, None)
         await self.batch.drop(name)
-        fold = self.folds.pop(name, None)
-        self.hosts.pop(name, None)
-        if fold is not None:
-            await fold.stop(final_snapshot=False)
+        await self.online.drop(name)
         metrics.forget_model(name)
 
     # -------------------------------------------------------------- models
     def model_bytes(self, spec: ModelCreate) -> int:
         """The state one model holds in this process (learner, or fold + fit + artifact)."""
-        if spec.is_batch:
-            from service.batch.spec import memory_bytes, split_params
-
-            return memory_bytes(spec, split_params(spec))
-        cls = LEARNERS[spec.algorithm]
-        return cls.memory_bytes(n_features=spec.dimension, budget=spec.budget)
+        return self.kind(spec).model_bytes(spec)
 
     def _check_total(self, request: ModelCreate) -> None:
         """507 when the new model would take all models past the process budget."""
         budget = self.settings.total_model_budget()
-        held = sum(self.model_bytes(h.spec) for h in [*self.hosts.values(),
-                                                       *self.batch.hosts.values()])
+        held = sum(self.model_bytes(h.spec) for h in self.all_hosts())
         needed = self.model_bytes(request)
         if held + needed > budget:
             raise InsufficientStorageError(
@@ -212,30 +191,30 @@ class ModelManager:
                 "(FEATUREBUDGET_MAX_TOTAL_MODEL_BYTES); delete a model or raise the budget",
                 [{"field": "name", "message": "over the process's model memory budget"}])
 
-    async def create(self, request: ModelCreate) -> ModelHost | BatchHost:
-        if request.is_batch:
-            validate_batch_spec(request, self.settings,
-                                await self.storage.storage_room(request.name))
-            self._check_total(request)
-        else:  # sizes before the trial construction allocates anything
-            if self.model_bytes(request) <= self.settings.max_model_bytes:
-                self._check_total(request)  # (larger: new_learner's 422 names the limit)
-            new_learner(request, self.settings.max_model_bytes)  # validates it all, sizes too
-        spec = ModelSpec(**request.model_dump(), created_at=time.time())
+    async def create(self, request: ModelCreate) -> Host:
+        await self.kind(request).validate(request, self._check_total)
+        spec = ModelSpec(**request.model_dump(), created_at=time.time(),
+                         incarnation=uuid.uuid4().hex)
         async with self._membership:
             if not await self.storage.save_model(spec.name, spec.model_dump_json().encode(),
                                                  create=True):
                 raise ModelExistsError(f"model {spec.name!r} already exists")
-            return await self._host(spec)
+            if self.known(spec.name):  # an earlier incarnation, deleted by another process
+                await self._drop(spec.name)
+            host = await self._host(spec)
+        if host is None:
+            raise UnavailableError(f"model {spec.name!r} is out of service: "
+                                   f"{self.failed[spec.name]}")
+        return host
 
-    async def get(self, name: str) -> ModelHost | BatchHost:
-        host = self.hosts.get(name) or self.batch.hosts.get(name)
+    async def get(self, name: str) -> Host:
+        host = self.hosted(name)
         if host is None and self.storage.shared:  # created by another process just now
             async with self._membership:
                 raw = (await self.storage.load_models()).get(name)
                 if raw is not None and not self.known(name):
-                    host = await self._host(ModelSpec.model_validate_json(raw))
-                host = self.hosts.get(name) or self.batch.hosts.get(name)
+                    await self._host(ModelSpec.model_validate_json(raw))
+                host = self.hosted(name)
         if host is None:
             if name in self.failed:
                 raise UnavailableError(f"model {name!r} is out of service: {self.failed[name]}")
@@ -243,34 +222,23 @@ class ModelManager:
         return host
 
     async def delete(self, name: str) -> None:
-        if self.failed.pop(name, None) is not None:  # out of service: deletable anyway
-            await self.storage.delete_model(name)
+        if name in self.failed:  # out of service: deletable anyway
+            async with self._membership:
+                await self._drop(name)
+                await self.storage.delete_model(name)
             return
         await self.get(name)
         async with self._membership:
-            await self.batch.drop(name)
-            fold = self.folds.pop(name, None)
-            if fold is not None:
-                await fold.stop(final_snapshot=False)
-            self.hosts.pop(name, None)
+            await self._drop(name)
             if not await self.storage.delete_model(name):
                 raise ModelNotFoundError(f"no model named {name!r}")
-        metrics.forget_model(name)
-
-    async def describe(self, host: ModelHost | BatchHost, *, features: bool = True) -> dict:
-        log_end = await self.storage.log_end(host.name)
-        if isinstance(host, BatchHost):
-            return await self.batch.describe(host, log_end)
-        await self.refresh_view(host)
-        return host.describe(features=features, limit=self.settings.selected_features_max,
-                             log_end=log_end)
 
     async def unfolded_models(self) -> list[str]:
         """Models whose folding process stopped renewing its lease (e.g. killed): nothing is
         folded until the lease expires and another process takes over. One line each."""
         if not self.storage.shared:
             return []
-        names = [*self.hosts, *self.batch.hosts]
+        names = [h.name for h in self.all_hosts()]
         limit = self.settings.lease_seconds * 2 / 3  # renewals come every lease / 3
         return [f"model {name}: not folded for {age:.1f} s (process {owner} stopped "
                 f"renewing its lease; another takes over within "
@@ -279,11 +247,11 @@ class ModelManager:
                 if age > limit]
 
     # -------------------------------------------------------------- log
-    async def append(self, host: ModelHost | BatchHost, batches: list[ExampleBatch], fmt: str,
+    async def append(self, host: Host, batches: list[ExampleBatch], fmt: str,
                      *, idempotency_key: str | None = None) -> list[str]:
         """Append validated batches (one log entry each) in the binary format. With an
         ``idempotency_key`` used before (within the retention) nothing is appended and the
-        first append's ids are answered (``host.last_repeat`` says so)."""
+        first append's ids are answered (RepeatedRequest says so)."""
         entries = []
         for batch in batches:  # names travel in the entry: a fold over the log, like weights
             big = batch.raw is None and batch.X.nnz > _INLINE_ENCODE_NNZ
@@ -313,126 +281,3 @@ class ModelManager:
             raise RepeatedRequest(ids, first)
         metrics.EXAMPLES_INGESTED.labels(host.name, fmt).inc(examples)
         return ids
-
-    async def wait_applied(self, host: ModelHost | BatchHost, log_id: str) -> None:
-        """Until ``log_id`` is applied and, for an online model on a shared backend, in the
-        serving view every process answers from (read-your-writes)."""
-        timeout = self.settings.wait_timeout_seconds
-        if isinstance(host, BatchHost):
-            fold = self.batch.fold(host.name)
-            local = fold.wait_applied if fold is not None and fold.owner else None
-            ok = await wait_position(self.storage, host.name, log_id, timeout, local)
-        elif self.storage.shared:
-            ok = await wait_visible(self.storage, host, log_id, timeout)
-        else:
-            ok = await host.wait_applied(log_id, timeout)
-        if not ok:
-            raise WaitTimeoutError(f"entries up to {log_id} were not applied within {timeout} "
-                                   "s; they are in the log and will be")
-
-    # -------------------------------------------------------------- predictions
-    async def refresh_view(self, host: ModelHost) -> None:
-        """A process that does not fold the model: fetch the serving view when its token
-        changed (one round trip), so that this answer includes everything a ``?wait=true``
-        acknowledged before the request arrived. Concurrent requests share one fetch that
-        started after they arrived. On a storage error the process answers from what it
-        holds (and logs it)."""
-        if not self.storage.shared or host.owner:
-            return
-        arrived = time.monotonic()
-        while host.view_flight is not None:
-            started, flight = host.view_flight
-            await asyncio.shield(flight)
-            if started >= arrived:
-                return
-        flight = asyncio.get_running_loop().create_future()
-        host.view_flight = (time.monotonic(), flight)
-        try:
-            token, blob = await self.storage.fetch_view(host.name, host.view_token)
-            if blob is not None:
-                view = decode_view(blob, host.n_features) if len(blob) < _INLINE_VIEW_BYTES \
-                    else await asyncio.to_thread(decode_view, blob, host.n_features)
-                host.view, host.view_token = view, token
-                metrics.READ_STALENESS.labels(host.name).observe(
-                    max(0.0, time.time() - view.applied_at))
-        except ViewFormatError as exc:
-            log.error("model %s: published serving view refused: %s", host.name, exc)
-        except Exception as exc:  # storage down: answer from what this process holds
-            log.warning("model %s: serving view not refreshed: %s", host.name, exc)
-        finally:
-            host.view_flight = None
-            flight.set_result(None)
-
-    async def predict(self, host: ModelHost, batch: ExampleBatch,
-                      with_ids: bool) -> tuple[np.ndarray, list[str] | None]:
-        await self.refresh_view(host)
-        learner = host.serving() or host.learner  # lock-free read (see docs/architecture.md)
-        started = time.perf_counter()
-        if len(batch) > 256:
-            scores = await asyncio.to_thread(learner.decision_function, batch.X)
-        else:
-            scores = learner.decision_function(batch.X)
-        metrics.PREDICT_SECONDS.labels(host.name).observe(time.perf_counter() - started)
-        metrics.PREDICTIONS.labels(host.name).inc(len(batch))
-        ids = None
-        if with_ids:
-            ids = []
-            ttl = self.settings.prediction_ttl_seconds
-            for row in range(len(batch)):
-                prediction_id = uuid.uuid4().hex
-                X = batch.X.row_slice(row, row + 1)
-                blob = _SCORE.pack(float(scores[row])) + wire.encode_batch(
-                    X.indptr, X.indices, X.values, np.ones(1, dtype=np.int8))
-                await self.storage.put_pending(host.name, prediction_id, blob, ttl)
-                ids.append(prediction_id)
-        return scores, ids
-
-    async def feedback(self, host: ModelHost, prediction_id: str, label: int) -> dict | None:
-        """Learn from a labelled earlier prediction (appended to the log like any example)."""
-        blob = await self.storage.pop_pending(host.name, prediction_id)
-        if blob is None:
-            metrics.FEEDBACK.labels(host.name, "unknown").inc()
-            return None
-        (score,) = _SCORE.unpack_from(blob, 0)
-        indptr, indices, values, _ = wire.decode_batch(blob[_SCORE.size:])
-        data = wire.encode_batch(indptr, indices, values, np.array([label], dtype=np.int8))
-        (log_id,) = await self.storage.append(host.name, [{b"fmt": b"bin", b"data": data}])
-        predicted = 1 if score >= 0 else -1
-        metrics.FEEDBACK.labels(host.name, "correct" if predicted == label else "wrong").inc()
-        metrics.EXAMPLES_INGESTED.labels(host.name, "feedback").inc()
-        return {"score": score, "predicted_label": predicted, "label": label,
-                "correct": predicted == label, "log_id": log_id}
-
-    # -------------------------------------------------------------- snapshots
-    async def export_snapshot(self, host: ModelHost) -> bytes:
-        if self.storage.shared and not host.owner:
-            blob = await self.storage.load_snapshot(host.name)
-            if blob is not None:
-                return blob
-        blob, _ = await asyncio.to_thread(host.snapshot_blob)
-        return blob
-
-    async def restore_snapshot(self, host: ModelHost, blob: bytes) -> None:
-        """Replace the model with ``blob``, as of the log's current end: entries appended
-        before this call and not yet applied are superseded, later ones are applied."""
-        # parse and check everything off the event loop, before anything changes
-        parsed = await asyncio.to_thread(host.check_blob, blob)
-        fold = self.folds.get(host.name)
-        if self.storage.shared and not host.owner and fold is not None:
-            await fold.hold_lease()
-        if self.storage.shared and not host.owner:
-            raise NotOwnerError("this process does not own the model's fold; retry")
-        async with host.fold_lock:
-            log_end = await self.storage.log_end(host.name)
-            host.install(parsed)
-            if fold is not None:
-                fold.publish_gauges()
-            with host.lock:  # the snapshot's own id belongs to another log
-                host.applied_id = log_end
-            host.reposition = True
-            if fold is not None and not await fold.snapshot():
-                raise NotOwnerError("this process lost the model's fold while restoring; "
-                                    "retry")
-            if fold is not None:
-                await fold.publish_view(now=True)
-        host.notify_applied()

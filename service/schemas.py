@@ -122,9 +122,12 @@ class ModelCreate(BaseModel):
 
 
 class ModelSpec(ModelCreate):
-    """A stored model configuration."""
+    """A stored model configuration. ``incarnation`` is a new id at every creation: a model
+    deleted and created again under the same name is another model ("" for a model stored
+    before incarnations)."""
 
     created_at: float = 0.0
+    incarnation: str = Field("", max_length=64)
 
 
 class SelectedFeature(BaseModel):

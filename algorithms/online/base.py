@@ -57,6 +57,11 @@ _TOP_SET_BYTES_PER_SLOT = 4 * 8 + 3 * 8   # slot arrays (the feature map: ``map_
 _SMALL_STATE_BYTES = 128   # a learner's fixed-size arrays (top set meta, FOFS's norm state)
 _MAX_COUNT = int(np.iinfo(np.int64).max)   # counters reach the kernels as float / int64
 SIGNED_CLASSES = np.array([-1, 1], dtype=np.int8)   # ``classes_`` of -1 / +1 labels
+
+
+def signed_labels(scores) -> np.ndarray:
+    """-1 / +1 labels of margins (int8): +1 where the score is >= 0. O(n)."""
+    return np.where(np.asarray(scores) >= 0.0, 1, -1).astype(np.int8)
 DEFAULT_BUDGET = 100   # the selecting learners' default B
 
 

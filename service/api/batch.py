@@ -15,39 +15,30 @@ from service.api.deps import (
     read_body,
 )
 from service.api.openapi import RETRAIN_LINKS
-from service.batch.host import BatchHost
 from service.batch.page import models_page, sequence_page
-from service.errors import ConflictError, MalformedBodyError, item_error
+from service.errors import MalformedBodyError, item_error
 from service.schemas import RollbackRequest
 
 router = APIRouter(prefix="/v1/models/{model}", tags=["batch models"],
                    route_class=KeyCheckedRoute)
 
 
-async def _batch_host(manager, model: str) -> BatchHost:
-    host = await manager.get(model)
-    if not isinstance(host, BatchHost):
-        raise ConflictError(f"{model!r} is an online model ({host.spec.algorithm}): it learns "
-                            "every example as it is folded and has no retrains or versions")
-    return host
-
-
 @router.post("/retrain", status_code=202, dependencies=[WriteAccess],
              responses={202: RETRAIN_LINKS})
 async def retrain(model: str, manager: Manager) -> dict:
     """Queue a retrain on everything appended so far; 202 with the job."""
-    return await manager.batch.retrain(await _batch_host(manager, model))
+    return await (await manager.get(model)).retrain()
 
 
 @router.get("/jobs", dependencies=[ReadAccess])
 async def list_jobs(model: str, manager: Manager) -> dict:
-    host = await _batch_host(manager, model)
-    return {"model": host.name, "jobs": await manager.batch.jobs(host)}
+    host = await manager.get(model)
+    return {"model": host.name, "jobs": await host.jobs()}
 
 
 @router.get("/jobs/{job_id}", dependencies=[ReadAccess])
 async def get_job(model: str, job_id: str, manager: Manager) -> dict:
-    return await manager.batch.job(await _batch_host(manager, model), job_id)
+    return await (await manager.get(model)).job(job_id)
 
 
 @router.delete("/jobs/{job_id}", status_code=202, dependencies=[WriteAccess])
@@ -55,24 +46,24 @@ async def cancel_job(model: str, job_id: str, manager: Manager) -> dict:
     """Cancel a retrain job: a queued one at once (``status`` "cancelled"), a running one at
     its fit's next progress step (``cancel_requested``: true; it then ends "cancelled" and
     publishes nothing); 409 for a job that already succeeded or failed."""
-    return await manager.batch.cancel_job(await _batch_host(manager, model), job_id)
+    return await (await manager.get(model)).cancel_job(job_id)
 
 
 @router.get("/versions", dependencies=[ReadAccess])
 async def list_versions(model: str, manager: Manager) -> dict:
-    return await manager.batch.versions(await _batch_host(manager, model))
+    return await (await manager.get(model)).versions()
 
 
 @router.post("/rollback", dependencies=[WriteAccess])
 async def rollback(model: str, body: RollbackRequest, manager: Manager) -> dict:
-    return await manager.batch.rollback(await _batch_host(manager, model), body.version)
+    return await (await manager.get(model)).rollback(body.version)
 
 
 @router.post("/next", dependencies=[ReadAccess])
 async def next_group(model: str, request: Request, manager: Manager,
                      settings: AppSettings) -> dict:
     """The group to compute next given ``computed_groups`` (and a ``budget``)."""
-    host = await _batch_host(manager, model)
+    host = await manager.get(model)
     body = await read_body(request, settings.max_body_bytes)
     try:
         document = orjson.loads(body) if body.strip() else {}
@@ -80,23 +71,21 @@ async def next_group(model: str, request: Request, manager: Manager,
         raise MalformedBodyError(f"body is not valid JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise item_error("body must be an object", field="body")
-    return await request.app.state.answers.run(manager.batch.next, host, document)
+    return await host.next_group(document)
 
 
 @router.get("/sequence", dependencies=[ReadAccess])
-async def sequence(model: str, request: Request, manager: Manager) -> Response:
-    host = await _batch_host(manager, model)
-    served = manager.batch.served(host)
-    payload = {"model": host.name, **await request.app.state.answers.run(served.sequence)}
+async def sequence(model: str, manager: Manager) -> Response:
+    host = await manager.get(model)
+    payload = {"model": host.name, **await host.sequence()}
     return Response(orjson.dumps(payload), media_type="application/json")
 
 
 @router.get("/sequence.html", response_class=HTMLResponse, dependencies=[ReadAccess])
-async def sequence_html(model: str, request: Request, manager: Manager) -> HTMLResponse:
+async def sequence_html(model: str, manager: Manager) -> HTMLResponse:
     """The anytime curve and the sequence of the served version, as a page."""
-    host = await _batch_host(manager, model)
-    served = manager.batch.served(host)
-    rows = await request.app.state.answers.run(served.sequence)
+    host = await manager.get(model)
+    rows = await host.sequence()
     return HTMLResponse(sequence_page(host.name, host.family, host.spec.task, rows))
 
 
@@ -106,7 +95,5 @@ ui = APIRouter(tags=["pages"], route_class=KeyCheckedRoute)
 @ui.get("/ui", response_class=HTMLResponse, dependencies=[ReadAccess])
 async def models_ui(manager: Manager) -> HTMLResponse:
     """Every model, with a link to each batch model's curve."""
-    hosts = [*manager.hosts.values(), *manager.batch.hosts.values()]
-    models = [await manager.describe(h, features=False) for h in sorted(hosts,
-                                                                         key=lambda h: h.name)]
+    models = [await host.describe(features=False) for host in manager.all_hosts()]
     return HTMLResponse(models_page(models))

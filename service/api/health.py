@@ -43,7 +43,7 @@ async def readyz(manager: Manager) -> Response:
                 "detail": "; ".join(f"{k}: {v}" for k, v in manager.failed.items())}
         return Response(orjson.dumps(body), status_code=503, media_type="application/json")
     body = {"status": "ready", "backend": manager.storage.kind,
-            "models": len(manager.hosts) + len(manager.batch.hosts)}
+            "models": len(manager.all_hosts())}
     return Response(orjson.dumps(body), media_type="application/json")
 
 

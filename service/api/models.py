@@ -8,8 +8,6 @@ from fastapi import APIRouter, Query, Response
 
 from service.api.deps import KeyCheckedRoute, Manager, ReadAccess, WriteAccess
 from service.api.openapi import CREATE_LINKS, LIST_LINKS
-from service.batch.host import BatchHost
-from service.errors import ConflictError
 from service.schemas import BatchModelPublic, ModelCreate, ModelPublic, SelectedFeature
 
 router = APIRouter(prefix="/v1/models", tags=["models"], route_class=KeyCheckedRoute)
@@ -20,22 +18,21 @@ AnyModel = ModelPublic | BatchModelPublic
              responses={201: CREATE_LINKS})
 async def create_model(body: ModelCreate, manager: Manager) -> dict:
     host = await manager.create(body)
-    return await manager.describe(host)
+    return await host.describe()
 
 
 @router.get("", dependencies=[ReadAccess], responses={200: LIST_LINKS})
 async def list_models(manager: Manager) -> dict:
-    hosts = sorted([*manager.hosts.values(), *manager.batch.hosts.values()],
-                   key=lambda h: h.name)
     # Each description waits on the backend (the log's end, the serving view's token):
     # concurrently, a hundred models cost a few round trips, not two hundred in a row.
-    models = await asyncio.gather(*(manager.describe(host, features=False) for host in hosts))
+    models = await asyncio.gather(*(host.describe(features=False)
+                                    for host in manager.all_hosts()))
     return {"models": list(models)}
 
 
 @router.get("/{model}", response_model=AnyModel, dependencies=[ReadAccess])
 async def get_model(model: str, manager: Manager, features: bool = True) -> dict:
-    return await manager.describe(await manager.get(model), features=features)
+    return await (await manager.get(model)).describe(features=features)
 
 
 @router.delete("/{model}", status_code=204, dependencies=[WriteAccess])
@@ -47,12 +44,7 @@ async def delete_model(model: str, manager: Manager) -> Response:
 @router.get("/{model}/features", response_model=list[SelectedFeature],
             dependencies=[ReadAccess])
 async def get_features(model: str, manager: Manager) -> list:
-    host = await manager.get(model)
-    if isinstance(host, BatchHost):
-        raise ConflictError(f"{model!r} is a batch model: its selection is the sequence "
-                            f"(GET /v1/models/{model}/sequence)")
-    public = await manager.describe(host)
-    return public["selected_features"]
+    return await (await manager.get(model)).selected_features()
 
 
 @router.get("/{model}/deadletters", dependencies=[ReadAccess])

@@ -13,7 +13,6 @@ from service.api.deps import (
     read_body,
 )
 from service.api.openapi import SNAPSHOT_BODY
-from service.batch.host import BatchHost
 from service.schemas import SnapshotRestored
 
 router = APIRouter(prefix="/v1/models/{model}", tags=["snapshots"],
@@ -25,10 +24,7 @@ MEDIA_TYPE = "application/vnd.featurebudget.state"
             responses={200: {"content": {MEDIA_TYPE: {}}}})
 async def get_snapshot(model: str, manager: Manager) -> Response:
     host = await manager.get(model)
-    if isinstance(host, BatchHost):
-        blob = await manager.batch.export_snapshot(host)
-    else:
-        blob = await manager.export_snapshot(host)
+    blob = await host.export_snapshot()
     return Response(blob, media_type=MEDIA_TYPE, headers={
         "Content-Disposition": f'attachment; filename="{host.name}.fbstate"'})
 
@@ -39,8 +35,4 @@ async def put_snapshot(model: str, request: Request, manager: Manager,
                        settings: AppSettings) -> dict:
     host = await manager.get(model)
     blob = await read_body(request, settings.max_body_bytes)
-    if isinstance(host, BatchHost):
-        return await manager.batch.restore_snapshot(host, blob)
-    await manager.restore_snapshot(host, blob)
-    return {"model": host.name, "examples_applied": int(host.learner.n_examples_),
-            "log_position": host.applied_id}
+    return await host.restore_snapshot(blob)

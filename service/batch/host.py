@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from service import metrics
 from service.batch import artifact as artifacts
+from service.batch.ingest import parse_batch_body
 from service.batch.spec import BatchLayout, split_params
+from service.errors import ConflictError
+from service.hosting import Host
 from service.schemas import ModelSpec
 
 log = logging.getLogger("featurebudget.batch")
 
 
-class BatchHost:
+class BatchHost(Host):
+    """One batch model in this process: its layout and served version; the route-facing
+    methods of :class:`~service.hosting.Host` are calls into ``models``
+    (:class:`~service.batch.models.BatchModels`)."""
+
     kind = "batch"
 
     def __init__(self, spec: ModelSpec) -> None:
@@ -31,12 +39,61 @@ class BatchHost:
         self.load_error: str | None = None
 
     @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
     def family(self) -> str:
         return self.spec.family
+
+    # -------------------------------------------------------------- the routes' interface
+    def parse_examples(self, body: bytes, media_type: str):
+        return parse_batch_body(body, media_type, self.layout, self.spec.task,
+                                zero_based=self.spec.libsvm_zero_based)
+
+    async def predict(self, document: dict, require_write) -> dict[str, Any]:
+        return await self.models.answer(self.models.predict, self, document)
+
+    async def describe(self, *, features: bool = True) -> dict[str, Any]:
+        return await self.models.describe(self)
+
+    async def export_snapshot(self) -> bytes:
+        return await self.models.export_snapshot(self)
+
+    async def restore_snapshot(self, blob: bytes) -> dict[str, Any]:
+        return await self.models.restore_snapshot(self, blob)
+
+    async def wait_applied(self, log_id: str) -> None:
+        await self.models.wait_applied(self, log_id)
+
+    async def retrain(self) -> dict[str, Any]:
+        return await self.models.retrain(self)
+
+    async def jobs(self) -> list[dict[str, Any]]:
+        return await self.models.jobs(self)
+
+    async def job(self, job_id: str) -> dict[str, Any]:
+        return await self.models.job(self, job_id)
+
+    async def cancel_job(self, job_id: str) -> dict[str, Any]:
+        return await self.models.cancel_job(self, job_id)
+
+    async def versions(self) -> dict[str, Any]:
+        return await self.models.versions(self)
+
+    async def rollback(self, version: int) -> dict[str, Any]:
+        return await self.models.rollback(self, version)
+
+    async def next_group(self, document: dict) -> dict[str, Any]:
+        return await self.models.answer(self.models.next, self, document)
+
+    async def sequence(self) -> dict[str, Any]:
+        return await self.models.answer(self.models.served(self).sequence)
+
+    def refuse(self, what: str) -> ConflictError:
+        if what == "feedback":
+            return ConflictError(f"{self.name!r} is a batch model: post labelled examples to "
+                                 f"/v1/models/{self.name}/examples instead of feedback")
+        if what == "selected features":
+            return ConflictError(f"{self.name!r} is a batch model: its selection is the "
+                                 f"sequence (GET /v1/models/{self.name}/sequence)")
+        return super().refuse(what)
 
     async def refresh(self, storage) -> bool:
         """Serve the store's current version if it is not served yet; True on a swap."""

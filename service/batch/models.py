@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from service import metrics
+from service.answers import AnswerPool
 from service.batch import artifact as artifacts
 from service.batch.fit import check_estimator
 from service.batch.host import BatchHost
@@ -25,6 +26,7 @@ from service.batch.spec import (
     PART_NAMES,
     estimate_fit_seconds,
     estimate_sizes,
+    memory_bytes,
     split_params,
 )
 from service.batch.worker import BatchWorker, new_job
@@ -32,10 +34,25 @@ from service.errors import (
     ConflictError,
     InputError,
     NotFoundError,
+    WaitTimeoutError,
     item_error,
 )
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage, id_key
+
+
+async def wait_position(storage: Storage, model: str, log_id: str, timeout: float,
+                        local=None) -> bool:
+    """Until ``log_id`` is applied: through this process's fold (``local(log_id, timeout)``)
+    when it folds the model, else by the position the folding process publishes."""
+    if local is not None:
+        return await local(log_id, timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if id_key(await storage.applied_position(model)) >= id_key(log_id):
+            return True
+        await asyncio.sleep(0.02)
+    return False
 
 log = logging.getLogger("featurebudget.batch")
 
@@ -93,10 +110,16 @@ def validate_batch_spec(spec: ModelCreate, settings, room: int | None = None) ->
 
 
 class BatchModels:
-    def __init__(self, storage: Storage, settings, process_id: str) -> None:
+    """Every batch model of this process, and the routes' calls on one of them."""
+
+    kind = "batch"
+
+    def __init__(self, storage: Storage, settings, process_id: str,
+                 answers: AnswerPool | None = None) -> None:
         self.storage = storage
         self.settings = settings
         self.process_id = process_id
+        self.answers = answers or AnswerPool(settings.answer_threads, settings.answer_queue)
         self.hosts: dict[str, BatchHost] = {}
         run_worker = settings.batch_worker
         if run_worker is None:
@@ -119,8 +142,25 @@ class BatchModels:
         if self.worker is not None:
             await self.worker.stop()
 
+    def model_bytes(self, spec: ModelCreate) -> int:
+        """The fold state, fit and artifact one model holds in this process (O(1))."""
+        return memory_bytes(spec, split_params(spec))
+
+    async def validate(self, request: ModelCreate, check_total) -> None:
+        """Everything about a new batch model that can be checked before it is stored
+        (:func:`validate_batch_spec`, then the process's memory budget)."""
+        validate_batch_spec(request, self.settings,
+                            await self.storage.storage_room(request.name))
+        check_total(request)
+
+    async def answer(self, function, /, *args):
+        """``function(*args)`` on the answer pool (:mod:`service.answers`): never on the
+        event loop, never more at once than the pool's bound (503 past it)."""
+        return await self.answers.run(function, *args)
+
     async def host(self, spec: ModelSpec) -> BatchHost:
         host = BatchHost(spec)
+        host.models = self
         self.hosts[spec.name] = host
         if self.worker is not None and spec.name not in self.worker.folds:
             self.worker.add(spec)
@@ -164,7 +204,18 @@ class BatchModels:
         return json.loads(raw) if raw else {"applied_id": None, "examples": 0,
                                             "train_examples": 0, "validation_examples": 0}
 
-    async def describe(self, host: BatchHost, log_end: str | None) -> dict[str, Any]:
+    async def wait_applied(self, host: BatchHost, log_id: str) -> None:
+        """Until ``log_id`` is folded into the statistics / windows (a retrain requested
+        after that includes it); WaitTimeoutError after ``wait_timeout_seconds``."""
+        timeout = self.settings.wait_timeout_seconds
+        fold = self.fold(host.name)
+        local = fold.wait_applied if fold is not None and fold.owner else None
+        if not await wait_position(self.storage, host.name, log_id, timeout, local):
+            raise WaitTimeoutError(f"entries up to {log_id} were not applied within {timeout} "
+                                   "s; they are in the log and will be")
+
+    async def describe(self, host: BatchHost) -> dict[str, Any]:
+        log_end = await self.storage.log_end(host.name)
         spec, served, status = host.spec, host.served, await self.status(host)
         fold = self.fold(host.name)
         return {

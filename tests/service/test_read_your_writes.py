@@ -147,15 +147,15 @@ def test_a_new_owner_answers_from_the_newer_view_until_its_replay_catches_up():
     view = owner.make_view(10)
     taker = ModelHost(spec)
     taker.view = view
-    before = taker.describe(features=True, limit=10, log_end="5-0")   # not the owner yet
+    before = taker.public(features=True, limit=10, log_end="5-0")   # not the owner yet
     taker.owner = True                                                 # took the fold over
-    during = taker.describe(features=True, limit=10, log_end="5-0")   # nothing replayed yet
+    during = taker.public(features=True, limit=10, log_end="5-0")   # nothing replayed yet
     assert before["examples_applied"] == during["examples_applied"] == 3
     assert during["log_position"] == "5-0"
     assert {f["name"] for f in during["selected_features"]} == {"w^a", "w^b"}
     taker.apply_all(batches[:2], "4-0")                                # part of the replay
-    assert taker.describe(features=False, limit=10, log_end="5-0")["examples_applied"] == 3
+    assert taker.public(features=False, limit=10, log_end="5-0")["examples_applied"] == 3
     taker.apply_all(batches[2:], "5-0")                                # caught up: its own
     assert taker.serving() is None
-    caught_up = taker.describe(features=True, limit=10, log_end="5-0")
+    caught_up = taker.public(features=True, limit=10, log_end="5-0")
     assert caught_up["examples_applied"] == 3 and caught_up["updates"] == before["updates"]

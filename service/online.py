@@ -1,0 +1,275 @@
+"""The online models of an API process: a :class:`~service.host.ModelHost` and a
+:class:`~service.fold.ModelFold` per model, and what the routes ask of them (predictions,
+feedback, descriptions, snapshots, waiting for the fold).
+
+The routes call these through the host (:mod:`service.hosting`); the methods never touch a
+learner's weights except through the log and the fold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+
+from algorithms.online import LEARNERS
+from algorithms.online.base import signed_labels
+from service import metrics, wire
+from service.errors import (
+    NotOwnerError,
+    WaitTimeoutError,
+    item_error,
+)
+from service.fold import ModelFold
+from service.host import ModelHost, new_learner
+from service.ingest import ExampleBatch, parse_json_examples
+from service.schemas import ModelCreate, ModelSpec
+from service.storage import Storage, id_key
+from service.view import ViewFormatError
+from service.view import decode as decode_view
+
+log = logging.getLogger("featurebudget.manager")
+_SCORE = struct.Struct("<d")
+_INLINE_VIEW_BYTES = 256 << 10  # decode bigger serving views off the event loop
+_PREDICT_FIELDS = {"examples", "return_prediction_ids"}
+
+
+def token_position(token: str | None) -> tuple[int, int]:
+    """The log position a serving view token ("<log id> <nonce>") stands for."""
+    return id_key(token.partition(" ")[0]) if token else (-1, -1)
+
+
+async def wait_visible(storage: Storage, host: ModelHost, log_id: str, timeout: float) -> bool:
+    """Shared backend: until the serving view every process answers from includes
+    ``log_id`` (the owner knows what it published; others read the view's token)."""
+    deadline = time.monotonic() + timeout
+    target = id_key(log_id)
+    while True:
+        if host.owner and host.view_published >= target:
+            return True
+        if (not host.owner or id_key(host.applied_id) >= target) and \
+                token_position(await storage.view_token(host.name)) >= target:
+            return True  # (also: published by the process that folded it before this one)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        if host.owner:
+            await host.wait_applied_event(min(remaining, 0.05))
+        else:
+            await asyncio.sleep(min(remaining, 0.005))
+
+
+class OnlineModels:
+    """Every online model of this process, and the routes' calls on one of them."""
+
+    kind = "online"
+
+    def __init__(self, storage: Storage, settings, process_id: str, placement=None) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.process_id = process_id
+        self.placement = placement  # shared backends: which process folds which model
+        self.hosts: dict[str, ModelHost] = {}
+        self.folds: dict[str, ModelFold] = {}
+
+    # -------------------------------------------------------------- lifecycle
+    def model_bytes(self, spec: ModelCreate) -> int:
+        """The learner's state in bytes (O(1): from the declared sizes)."""
+        return LEARNERS[spec.algorithm].memory_bytes(n_features=spec.dimension,
+                                                     budget=spec.budget)
+
+    async def validate(self, request: ModelCreate, check_total) -> None:
+        """Sizes first (before the trial construction allocates anything), then the whole
+        configuration by constructing the learner; InputError naming the field."""
+        if self.model_bytes(request) <= self.settings.max_model_bytes:
+            check_total(request)  # (larger: new_learner's 422 names the limit)
+        new_learner(request, self.settings.max_model_bytes)
+
+    async def host(self, spec: ModelSpec) -> ModelHost:
+        """Restore a model (its snapshot, then its fold replays the log after it);
+        InputError when the snapshot cannot be loaded (the model stays out of service)."""
+        host = ModelHost(spec, feature_names_max=self.settings.feature_names_max,
+                         chunk_examples=self.settings.apply_chunk_examples)
+        host.models = self
+        blob = await self.storage.load_snapshot(spec.name)
+        if blob is not None:
+            host.load_blob(blob, check_spec=False)
+        self.hosts[spec.name] = host
+        fold = ModelFold(host, self.storage, self.settings, self.process_id, self.placement)
+        self.folds[spec.name] = fold
+        fold.publish_gauges()
+        fold.start()
+        return host
+
+    async def drop(self, name: str) -> None:
+        fold = self.folds.pop(name, None)
+        self.hosts.pop(name, None)
+        if fold is not None:
+            await fold.stop(final_snapshot=False)
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(fold.stop() for fold in self.folds.values()),
+                             return_exceptions=True)
+        self.folds.clear()
+
+    # -------------------------------------------------------------- reading
+    async def describe(self, host: ModelHost, *, features: bool) -> dict[str, Any]:
+        log_end = await self.storage.log_end(host.name)
+        await self.refresh_view(host)
+        return host.public(features=features, limit=self.settings.selected_features_max,
+                             log_end=log_end)
+
+    async def wait_applied(self, host: ModelHost, log_id: str) -> None:
+        """Until ``log_id`` is applied and, on a shared backend, in the serving view every
+        process answers from (read-your-writes)."""
+        timeout = self.settings.wait_timeout_seconds
+        if self.storage.shared:
+            ok = await wait_visible(self.storage, host, log_id, timeout)
+        else:
+            ok = await host.wait_position(log_id, timeout)
+        if not ok:
+            raise WaitTimeoutError(f"entries up to {log_id} were not applied within {timeout} "
+                                   "s; they are in the log and will be")
+
+    async def refresh_view(self, host: ModelHost) -> None:
+        """A process that does not fold the model: fetch the serving view when its token
+        changed (one round trip), so that this answer includes everything a ``?wait=true``
+        acknowledged before the request arrived. Concurrent requests share one fetch that
+        started after they arrived. On a storage error the process answers from what it
+        holds (and logs it)."""
+        if not self.storage.shared or host.owner:
+            return
+        arrived = time.monotonic()
+        while host.view_flight is not None:
+            started, flight = host.view_flight
+            await asyncio.shield(flight)
+            if started >= arrived:
+                return
+        flight = asyncio.get_running_loop().create_future()
+        host.view_flight = (time.monotonic(), flight)
+        try:
+            token, blob = await self.storage.fetch_view(host.name, host.view_token)
+            if blob is not None:
+                view = decode_view(blob, host.n_features) if len(blob) < _INLINE_VIEW_BYTES \
+                    else await asyncio.to_thread(decode_view, blob, host.n_features)
+                host.view, host.view_token = view, token
+                metrics.READ_STALENESS.labels(host.name).observe(
+                    max(0.0, time.time() - view.applied_at))
+        except ViewFormatError as exc:
+            log.error("model %s: published serving view refused: %s", host.name, exc)
+        except Exception as exc:  # storage down: answer from what this process holds
+            log.warning("model %s: serving view not refreshed: %s", host.name, exc)
+        finally:
+            host.view_flight = None
+            flight.set_result(None)
+
+    # -------------------------------------------------------------- predictions
+    async def predict(self, host: ModelHost, document: dict, require_write) -> dict[str, Any]:
+        """``POST /predict``: margins and labels, and with ``return_prediction_ids`` an id
+        per example for ``/feedback`` (which writes: the caller must be allowed to)."""
+        unknown = set(document) - _PREDICT_FIELDS
+        if unknown:
+            name = sorted(unknown)[0]
+            hint = " (computed_groups and budget are for batch models)" \
+                if name in ("computed_groups", "budget", "max_cost") else ""
+            raise item_error(f"unknown fields {sorted(unknown)}{hint}", field=name)
+        with_ids = document.get("return_prediction_ids", False)
+        if not isinstance(with_ids, bool):
+            raise item_error("must be true or false", field="return_prediction_ids")
+        if with_ids:  # an id is only good for feedback, which writes
+            await require_write()
+        batch = parse_json_examples(document["examples"], host.n_features, host.hasher,
+                                    require_labels=False)
+        scores, ids = await self.scores(host, batch, with_ids)
+        return {"model": host.name, "log_position": host.applied_id,
+                "scores": scores.tolist(), "labels": signed_labels(scores).tolist(),
+                "prediction_ids": ids}
+
+    async def scores(self, host: ModelHost, batch: ExampleBatch,
+                     with_ids: bool) -> tuple[np.ndarray, list[str] | None]:
+        await self.refresh_view(host)
+        learner = host.serving() or host.learner  # lock-free read (see docs/architecture.md)
+        started = time.perf_counter()
+        if len(batch) > 256:
+            scores = await asyncio.to_thread(learner.decision_function, batch.X)
+        else:
+            scores = learner.decision_function(batch.X)
+        metrics.PREDICT_SECONDS.labels(host.name).observe(time.perf_counter() - started)
+        metrics.PREDICTIONS.labels(host.name).inc(len(batch))
+        ids = None
+        if with_ids:
+            ids = []
+            ttl = self.settings.prediction_ttl_seconds
+            for row in range(len(batch)):
+                prediction_id = uuid.uuid4().hex
+                X = batch.X.row_slice(row, row + 1)
+                blob = _SCORE.pack(float(scores[row])) + wire.encode_batch(
+                    X.indptr, X.indices, X.values, np.ones(1, dtype=np.int8))
+                await self.storage.put_pending(host.name, prediction_id, blob, ttl)
+                ids.append(prediction_id)
+        return scores, ids
+
+    async def feedback(self, host: ModelHost, prediction_id: str, label: int) -> dict | None:
+        """Learn from a labelled earlier prediction (appended to the log like any example)."""
+        blob = await self.storage.pop_pending(host.name, prediction_id)
+        if blob is None:
+            metrics.FEEDBACK.labels(host.name, "unknown").inc()
+            return None
+        (score,) = _SCORE.unpack_from(blob, 0)
+        indptr, indices, values, _ = wire.decode_batch(blob[_SCORE.size:])
+        data = wire.encode_batch(indptr, indices, values, np.array([label], dtype=np.int8))
+        entry = {b"fmt": b"bin", b"data": data}
+        if host.incarnation:
+            entry[b"inc"] = host.incarnation.encode()
+        (log_id,) = await self.storage.append(host.name, [entry])
+        predicted = int(signed_labels(score))
+        metrics.FEEDBACK.labels(host.name, "correct" if predicted == label else "wrong").inc()
+        metrics.EXAMPLES_INGESTED.labels(host.name, "feedback").inc()
+        return {"score": score, "predicted_label": predicted, "label": label,
+                "correct": predicted == label, "log_id": log_id}
+
+    # -------------------------------------------------------------- snapshots
+    async def export_snapshot(self, host: ModelHost) -> bytes:
+        """The state with its log id: the folding process's own, or the newest stored
+        snapshot through any other process."""
+        if self.storage.shared and not host.owner:
+            blob = await self.storage.load_snapshot(host.name)
+            if blob is not None:
+                return blob
+        blob, _ = await asyncio.to_thread(host.snapshot_blob)
+        return blob
+
+    async def restore_snapshot(self, host: ModelHost, blob: bytes) -> dict[str, Any]:
+        """Replace the model with ``blob``, as of the log's current end: entries appended
+        before this call and not yet applied are superseded, later ones are applied."""
+        # parse and check everything off the event loop, before anything changes
+        parsed = await asyncio.to_thread(host.check_blob, blob)
+        fold = self.folds.get(host.name)
+        if self.storage.shared and not host.owner and fold is not None:
+            await fold.hold_lease()
+        if self.storage.shared and not host.owner:
+            raise NotOwnerError("this process does not own the model's fold; retry")
+        async with host.fold_lock:
+            log_end = await self.storage.log_end(host.name)
+            host.install(parsed)
+            if fold is not None:
+                fold.publish_gauges()
+            with host.lock:  # the snapshot's own id belongs to another log
+                host.applied_id = log_end
+            host.reposition = True
+            if fold is not None and not await fold.snapshot():
+                raise NotOwnerError("this process lost the model's fold while restoring; "
+                                    "retry")
+            if fold is not None:
+                await fold.publish_view(now=True)
+        host.notify_applied()
+        return {"model": host.name, "examples_applied": int(host.learner.n_examples_),
+                "log_position": host.applied_id}
+
+
+__all__ = ["OnlineModels", "token_position", "wait_visible"]
