@@ -4,14 +4,12 @@ it writes a final snapshot of each model and closes storage."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 import re
 import time
 from contextlib import asynccontextmanager
 
-import numpy as np
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,12 +19,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from service import priority, wire
+from service import priority
 from service.allocator import retain_freed_memory
 from service.answers import AnswerPool
 from service.api import batch, examples, health, models, snapshots
 from service.api.openapi import ERROR_RESPONSES
 from service.errors import ServiceError
+from service.kernel_cache import warm_batch_kernels, warm_kernels
 from service.manager import ModelManager
 from service.settings import Settings
 from service.storage import make_storage
@@ -43,34 +42,6 @@ def problem(status: int, title: str, detail: str, errors: list | None = None,
         body["errors"] = errors
     return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM,
                     headers=headers)
-
-
-def warm_kernels() -> None:
-    """Compile / load every learner's kernels once, so the first request is not slow."""
-    from algorithms.online import LEARNERS
-    from algorithms.sparse import CSRBatch
-
-    X = CSRBatch(np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int32),
-                 np.array([1.0, -1.0]), 4)
-    for cls in LEARNERS.values():
-        learner = cls(n_features=4, budget=2)
-        learner.progressive_fit(X, np.array([1.0]))
-        learner.progressive_fit(X, np.array([1], dtype=np.int8))  # labels as ingested
-        learner.decision_function(X)
-    # the ingestion parsers, for read-only (bytes: REST) and writable (uint8 arrays: stream
-    # entries received in place) buffers alike
-    from service.ingest import parse_entry
-
-    samples = [(b"bin", wire.encode_batch(X.indptr, X.indices, X.values,
-                                          np.array([1], dtype=np.int8), value_bytes=width))
-               for width in (4, 8)]  # float32 and float64 values
-    samples += [(b"libsvm", b"1 1:1 2:-1\n"),
-                (b"json", b'{"examples": [{"indices": [0, 1], "values": [0.1234567890123456789'
-                          b', 1e-30], "label": 1}]}')]
-    for fmt, data in samples:
-        for buffer in (bytes(data), np.frombuffer(data, dtype=np.uint8).copy()):
-            with contextlib.suppress(Exception):
-                parse_entry({b"fmt": fmt, b"data": buffer}, 4, None)
 
 
 class BodyLimitMiddleware:
@@ -124,9 +95,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.info("featurebudget starting on the %s", backend_description(settings))
         storage = make_storage(settings)
         await storage.open()
-        manager = ModelManager(storage, settings)
-        app.state.manager = manager
         app.state.answers = AnswerPool(settings.answer_threads, settings.answer_queue)
+        manager = ModelManager(storage, settings, app.state.answers)
+        app.state.manager = manager
         import asyncio
 
         started = time.perf_counter()
@@ -134,8 +105,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     "about 30 s; under a second after that)")
         await asyncio.to_thread(warm_kernels)
         if manager.batch.worker is not None:
-            from service.batch.runner import warm_batch_kernels
-
             await asyncio.to_thread(warm_batch_kernels)
         log.warning("kernels ready in %.1f s", time.perf_counter() - started)
         await manager.start()

@@ -18,26 +18,11 @@ import uuid
 
 from service.allocator import retain_freed_memory
 from service.batch.worker import BatchWorker
+from service.kernel_cache import warm_batch_kernels
 from service.settings import Settings
 from service.storage import make_storage
 
 log = logging.getLogger("featurebudget.worker")
-
-
-def warm_batch_kernels() -> None:
-    """Compile / load the anytime and GBFS kernels once (cached on disk after the first)."""
-    import numpy as np
-
-    from algorithms.anytime import AnytimeLinearModel
-    from algorithms.gbfs import GBFS
-
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((40, 4))
-    y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.1 * rng.standard_normal(40)
-    model = AnytimeLinearModel(groups=[[0, 1], [2], [3]], costs=[1.0, 1.0, 2.0]).fit(X, y)
-    model.next_group([0])
-    GBFS(loss="squared", n_estimators=2, max_depth=2, feature_groups=[[0, 1], [2, 3]],
-         group_costs=[1.0, 1.0]).fit(X, y).predict(X)
 
 
 async def run_worker(settings: Settings, *, metrics_port: int | None = None,
