@@ -398,9 +398,8 @@ class ModelFold:
 
     def _observe(self, last_id: str) -> None:
         host = self.host
-        if self.storage.kind == "redis":
-            milliseconds = id_key(last_id)[0]
-            metrics.LEARNER_LAG.labels(host.name).set(max(0.0, time.time() - milliseconds / 1e3))
+        if (added := self.storage.id_time(last_id)) is not None:  # ids that carry a time
+            metrics.LEARNER_LAG.labels(host.name).set(max(0.0, time.time() - added))
         self.publish_gauges()
 
     def publish_gauges(self) -> None:

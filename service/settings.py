@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -16,11 +16,15 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FEATUREBUDGET_", extra="ignore",
                                       hide_input_in_errors=True)
 
-    redis_url: str | None = Field(
-        default=None, description="Redis URL (redis://host:6379/0), a Redis Cluster's "
-        "redis+cluster://host:port[,host:port...]/, or Redis Sentinels and the name of the "
-        "master they watch, redis+sentinel://host:port[,host:port...]/<master-name>[/<db>] "
-        "(the service follows a failover); unset = embedded")
+    storage_url: str | None = Field(
+        default=None, validation_alias=AliasChoices(
+            "storage_url", "redis_url", "FEATUREBUDGET_STORAGE_URL", "FEATUREBUDGET_REDIS_URL"),
+        description="where the service keeps its state, by scheme (service/storage/schemes.py): "
+        "file://<dir> (embedded: files in <dir>), redis://host:6379/0 / rediss:// / unix:// "
+        "(one Redis server), redis+cluster://host:port[,host:port...]/ (a Redis Cluster), "
+        "redis+sentinel://host:port[,host:port...]/<master-name>[/<db>] (Redis Sentinels and "
+        "the master they watch: the service follows a failover); FEATUREBUDGET_REDIS_URL is "
+        "an alias; unset = file://<DATA_DIR>")
     redis_min_replicas: int = Field(
         default=0, description="Redis: acknowledge a write (the 202 of POST /examples, a "
         "created model, a prediction id...) only once `WAIT` confirms that this many replicas "
@@ -114,15 +118,52 @@ class Settings(BaseSettings):
         parse_api_keys(value)  # a typo in a role must not make a write key: refuse to start
         return value
 
-    @field_validator("redis_url")
+    @model_validator(mode="before")
     @classmethod
-    def _redis_url(cls, value: str | None) -> str | None:
-        if value:  # a malformed cluster or sentinel URL fails here, at startup
-            from service import wire
+    def _one_storage_url(cls, data):
+        """Both the setting and its alias in the environment must agree."""
+        given = os.environ.get("FEATUREBUDGET_STORAGE_URL")
+        alias = os.environ.get("FEATUREBUDGET_REDIS_URL")
+        if (given and alias and given != alias and isinstance(data, dict)
+                and data.get("storage_url") in (given, alias)):
+            raise ValueError("FEATUREBUDGET_STORAGE_URL and its alias FEATUREBUDGET_REDIS_URL "
+                             "name different storages: set one")
+        return data
 
-            wire.cluster_url(value)
-            wire.sentinel_url(value)
+    @field_validator("storage_url")
+    @classmethod
+    def _storage_url(cls, value: str | None) -> str | None:
+        if value:  # an unknown scheme or a malformed cluster or sentinel URL fails at startup
+            from service.storage import schemes
+
+            schemes.check(value)
         return value
+
+    @model_validator(mode="after")
+    def _file_url_sets_data_dir(self) -> Settings:
+        """``file://<dir>`` is the embedded backend in ``<dir>``: DATA_DIR follows it."""
+        if self.storage_url and self.storage_url.lower().startswith("file://"):
+            from service.storage import schemes
+
+            path = schemes.file_path(self.storage_url)
+            if "data_dir" in self.model_fields_set and Path(self.data_dir) != path:
+                raise ValueError(f"FEATUREBUDGET_STORAGE_URL names {path} and "
+                                 f"FEATUREBUDGET_DATA_DIR {self.data_dir}: set one")
+            self.data_dir = path
+        return self
+
+    @property
+    def storage_location(self) -> str:
+        """The storage URL in effect: STORAGE_URL (or its alias REDIS_URL), else
+        ``file://<DATA_DIR>``."""
+        return self.storage_url or f"file://{self.data_dir}"
+
+    @property
+    def redis_url(self) -> str | None:
+        """The storage URL when it names Redis (one server, a cluster, sentinels), else None."""
+        from service.storage import schemes
+
+        return self.storage_url if schemes.is_redis(self.storage_url) else None
 
     def total_model_budget(self) -> int:
         if self.max_total_model_bytes is not None:

@@ -29,22 +29,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import socket
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from service.batch.families import FAMILIES, STATISTICS
 from service.batch.fold_state import BatchFoldState
 from service.batch.spec import BatchLayout, BatchParams, split_params
 from service.schemas import ModelSpec
 from service.storage import Storage, id_key
 
 END = "end"
-_IDS = {"redis": re.compile(r"^\d+-\d+$"), "local": re.compile(r"^\d+$")}
-
-
 class PublishError(RuntimeError):
     """Publishing was refused; nothing was written."""
 
@@ -68,11 +65,13 @@ async def model_target(storage: Storage, model: str) -> Target:
     if raw is None:
         raise PublishError(f"there is no model {model!r}")
     spec = ModelSpec.model_validate_json(raw)
-    if spec.family != "anytime":
+    keeping = [family for family in FAMILIES.values() if family.fold_kind == STATISTICS]
+    if spec.family not in {family.name for family in keeping}:
+        kinds = " or ".join(family.name for family in keeping)
+        algorithms = ", ".join(a for family in keeping for a in family.algorithms)
         raise PublishError(
-            f"model {model!r} is a {spec.family} model ({spec.algorithm}); only anytime "
-            "models (cs-g-omp, cs-g-fr, doubling, no-whiten, single, group-lasso) keep "
-            "sufficient statistics")
+            f"model {model!r} is a {spec.family} model ({spec.algorithm}); only {kinds} "
+            f"models ({algorithms}) keep sufficient statistics")
     return Target(spec, BatchLayout(spec), split_params(spec))
 
 
@@ -162,10 +161,9 @@ def _position(storage: Storage, after_log_id, snapshot_id: str | None,
         position = None
     else:
         position = str(after_log_id)
-        pattern = _IDS.get(storage.kind)
-        if pattern is not None and not pattern.match(position):
+        if not storage.is_log_id(position):
             raise PublishError(f"{position!r} is not a log id of the {storage.kind} backend "
-                               f"({'ms-seq' if storage.kind == 'redis' else 'a number'})")
+                               f"({storage.log_id_form})")
         if id_key(position) > id_key(log_end):
             raise PublishError(f"log id {position} is after the log's end ({log_end}): "
                                "entries appended later would be skipped")

@@ -42,6 +42,7 @@ from typing import Any
 
 from service import metrics
 from service.batch import artifact as artifacts
+from service.batch.families import family_of
 from service.batch.fit import FitError, fit
 from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
@@ -249,9 +250,8 @@ class BatchFold:
         if fresh:
             n, rejected = await in_background(self._apply_entries, fresh)
             await report_applied(self.storage, self.name, n, rejected, started)
-            if self.storage.kind == "redis":  # stream ids carry the time they were added
-                metrics.LEARNER_LAG.labels(self.name).set(
-                    max(0.0, time.time() - id_key(fresh[-1].id)[0] / 1e3))
+            if (added := self.storage.id_time(fresh[-1].id)) is not None:  # ids with a time
+                metrics.LEARNER_LAG.labels(self.name).set(max(0.0, time.time() - added))
         await self.reader.ack([e.id for e in entries])
         if self.storage.shared and self.state.applied_id:
             await self.storage.publish_applied(self.name, self.state.applied_id)
@@ -303,8 +303,7 @@ class BatchFold:
     async def _publish_status(self) -> None:
         status = self.status()
         await self.storage.save_status(self.name, json.dumps(status).encode())
-        gauge = metrics.STATISTICS_EXAMPLES if self.spec.family == "anytime" \
-            else metrics.WINDOW_EXAMPLES
+        gauge = family_of(self.spec.family).gauge()
         gauge.labels(self.name).set(status["train_examples"] + status["validation_examples"])
 
     async def snapshot(self) -> bool:
@@ -446,7 +445,7 @@ class BatchFold:
                     "examples_used": job["examples_used"],
                     "validation_examples": job["validation_examples"],
                     "trained_through": through, "metrics": fit_metrics}
-            stats = validation if spec.family == "anytime" else None
+            stats = family_of(spec.family).packed_statistics(validation)
             owner = self.process_id if self.storage.shared else None
             async with renewing(self.storage, self.settings, self.name, self.process_id):
                 blob = await asyncio.to_thread(artifacts.pack, model, stats, meta,
@@ -493,7 +492,7 @@ class BatchFold:
     def state_count(self, part) -> int:
         if part is None:
             return 0
-        return int(part.n) if self.spec.family == "anytime" else len(part[1])
+        return family_of(self.spec.family).examples_in(part)
 
     async def _prune_versions(self, newest: int) -> None:
         keep = self.settings.versions_kept

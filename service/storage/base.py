@@ -1,13 +1,17 @@
 """The storage abstraction: model configs, per-model logs, snapshots, pending predictions.
 
 Two backends implement it: :mod:`service.storage.local` (embedded default: files in a data
-directory) and :mod:`service.storage.redis` (Redis streams). Log ids are strings that
-compare by :func:`id_key` (Redis ``ms-seq``; local ``seq``).
+directory) and :mod:`service.storage.redis` (Redis streams); the scheme table
+(:mod:`service.storage.schemes`) picks one. Log ids are strings that compare by
+:func:`id_key` (Redis ``ms-seq``; local ``seq``); what else an id says is the backend's to
+tell (:meth:`Storage.id_time`, :meth:`Storage.is_log_id`): no code outside this package
+asks which backend it has.
 """
 
 from __future__ import annotations
 
 import abc
+import re
 from dataclasses import dataclass
 
 
@@ -59,8 +63,19 @@ class LogReader(abc.ABC):
 
 
 class Storage(abc.ABC):
-    kind: str = "abstract"
+    kind: str = "abstract"  # the backend's name, for output only (/readyz, messages)
     shared: bool = False  # whether several processes may share it
+    log_id_form: str = "any string"  # how a log id looks, for messages
+    log_id_pattern: re.Pattern | None = None  # None: any string
+
+    def is_log_id(self, text: str) -> bool:
+        """Whether ``text`` has the form of this backend's log ids; O(len(text))."""
+        return self.log_id_pattern is None or self.log_id_pattern.match(text) is not None
+
+    def id_time(self, log_id: str) -> float | None:
+        """When the entry ``log_id`` was appended (epoch seconds), when its id says so;
+        None when ids carry no time. O(1)."""
+        return None
 
     async def open(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -100,10 +115,6 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     async def log_end(self, model: str) -> str | None: ...
-
-    @abc.abstractmethod
-    async def read_range(self, model: str, after_id: str | None, count: int) -> list[LogEntry]:
-        """Entries strictly after ``after_id`` in log order (no consumer state)."""
 
     @abc.abstractmethod
     async def trim(self, model: str, keep_from_id: str) -> None:

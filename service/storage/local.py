@@ -35,6 +35,7 @@ import bisect
 import fcntl
 import json
 import os
+import re
 import shutil
 import struct
 import threading
@@ -321,6 +322,8 @@ class _LocalReader(LogReader):
 
 class LocalStorage(Storage):
     kind = "local"
+    log_id_form = "a number"  # ids are consecutive integers from 1
+    log_id_pattern = re.compile(r"^\d+$")
 
     def __init__(self, data_dir: str | os.PathLike, *, segment_bytes: int = 64 << 20,
                  fsync: bool = False) -> None:
@@ -421,10 +424,6 @@ class LocalStorage(Storage):
     async def log_end(self, model: str) -> str | None:
         last = self._log(model).last_seq
         return str(last) if last > 0 else None
-
-    async def read_range(self, model: str, after_id: str | None, count: int) -> list[LogEntry]:
-        log = self._log(model)
-        return await log.run(None, log._read, int(after_id) if after_id else 0, count)
 
     async def trim(self, model: str, keep_from_id: str) -> None:
         log = self._log(model)
@@ -610,4 +609,12 @@ class LocalStorage(Storage):
         return self._status.get(model)
 
 
-__all__ = ["LocalLog", "LocalStorage", "atomic_write", "id_key"]
+def open_url(url: str, settings) -> LocalStorage:
+    """The scheme table's factory for ``file://<dir>`` (:mod:`service.storage.schemes`)."""
+    from service.storage.schemes import file_path
+
+    return LocalStorage(file_path(url), segment_bytes=settings.log_segment_bytes,
+                        fsync=settings.fsync)
+
+
+__all__ = ["LocalLog", "LocalStorage", "atomic_write", "id_key", "open_url"]

@@ -67,6 +67,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -81,7 +82,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service import wire
 from service.errors import NotReplicatedError
-from service.storage.base import Appended, LogEntry, LogReader, Storage
+from service.storage.base import Appended, LogEntry, LogReader, Storage, id_key
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -610,6 +611,11 @@ class _RedisReader(LogReader):
 class RedisStorage(Storage):
     kind = "redis"
     shared = True
+    log_id_form = "ms-seq"  # stream ids: the milliseconds they were added, a sequence
+    log_id_pattern = re.compile(r"^\d+-\d+$")
+
+    def id_time(self, log_id: str) -> float | None:
+        return id_key(log_id)[0] / 1e3
 
     def __init__(self, url: str, *, autoclaim_idle_ms: int = 30000,
                  deadletter_maxlen: int = 10000, min_replicas: int | None = None,
@@ -915,11 +921,6 @@ class RedisStorage(Storage):
     async def log_end(self, model: str) -> str | None:
         last = await self.client.xrevrange(wire.log_key(model), count=1)
         return _text(last[0][0]) if last else None
-
-    async def read_range(self, model: str, after_id: str | None, count: int) -> list[LogEntry]:
-        start = f"({after_id}" if after_id else "-"
-        messages = await self.client.xrange(wire.log_key(model), min=start, count=count)
-        return [LogEntry(_text(i), fields) for i, fields in messages]
 
     async def trim(self, model: str, keep_from_id: str) -> None:
         await self.client.xtrim(wire.log_key(model), minid=keep_from_id, approximate=False)
@@ -1269,3 +1270,12 @@ class RedisStorage(Storage):
 
     async def load_status(self, model: str) -> bytes | None:
         return await self.client.get(wire.status_key(model))
+
+
+def open_url(url: str, settings) -> RedisStorage:
+    """The scheme table's factory for the Redis schemes (:mod:`service.storage.schemes`)."""
+    return RedisStorage(url, autoclaim_idle_ms=settings.autoclaim_idle_ms,
+                        deadletter_maxlen=settings.deadletter_maxlen,
+                        min_replicas=settings.redis_min_replicas,
+                        wait_timeout_ms=settings.redis_wait_timeout_ms,
+                        chunk_bytes=settings.redis_chunk_bytes)

@@ -45,6 +45,7 @@ from service.settings import Settings
 from service.storage.base import LogEntry
 from service.storage.redis import RedisStorage
 from tests.service.conftest import same_state
+from tests.service.storage_backends import log_entries
 from tests.service.test_crash import MODEL, oracle_state, serve_on_redis, wait_ready
 from tests.service.test_redis_cluster import (
     _node,
@@ -428,7 +429,7 @@ def test_confirmed_writes_on_a_cluster(cluster_url):  # noqa: F811
             assert [e.id for e in await reader.read(10, 10)] == ids + again
             with pytest.raises(NotConfirmed, match="1 of the 2 Redis replicas"):
                 await greedy.append(name, [{b"data": b"kept anyway"}])
-            assert len(await storage.read_range(name, None, 10)) == 3
+            assert len(await log_entries(storage, name, 10)) == 3
             greedy_reader = greedy.reader(name, "g")
             await greedy_reader.start(None)
             with pytest.raises(NotConfirmed, match="applied once the replicas"):
@@ -439,7 +440,7 @@ def test_confirmed_writes_on_a_cluster(cluster_url):  # noqa: F811
             with pytest.raises(NotReplicatedError):
                 StreamProducer(cluster_url, name, min_replicas=2, wait_timeout_ms=100
                                ).write_once("q", np.array([0, 1]), [3], [1.0], [1])
-            assert len(await storage.read_range(name, None, 10)) == 6
+            assert len(await log_entries(storage, name, 10)) == 6
             producer.client.close()
             assert await storage.delete_model(name)
             assert await storage.load_models() == {}

@@ -27,6 +27,7 @@ from clients.stream import StreamProducer, redis_client
 from service import wire
 from service.storage.redis import RedisStorage
 from tests.service import test_batch_crash, test_crash
+from tests.service.storage_backends import log_entries
 from tests.service.test_batch_crash import killed_worker_loses_and_duplicates_nothing
 from tests.service.test_crash import sigkill_redis_backend, stream_data  # noqa: F401 (fixture)
 
@@ -191,7 +192,7 @@ def test_create_and_delete_are_safe_after_a_crash_between_their_steps(cluster_ur
             await asyncio.sleep(0.3)  # subscribed (on the channel's node, another master)
             ids = await storage.append(BATCH, [{b"fmt": b"json", b"data": b"[]"},
                                                {b"data": b"x", b"names": b"{}"}])
-            assert [e.id for e in await storage.read_range(BATCH, None, 10)] == ids
+            assert [e.id for e in await log_entries(storage, BATCH, 10)] == ids
             assert await storage.publish_artifact(BATCH, 1, b"blob", b"{}", owner="me")
             assert await storage.publish_artifact(BATCH, 2, b"blob", b"{}", owner="me")
             await storage.delete_artifacts(BATCH, [1])
