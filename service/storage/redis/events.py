@@ -1,0 +1,51 @@
+"""Pub/sub on Redis: a published or rolled-back version reaches every process
+(``featurebudget:versions``, published by the scripts), a queued retrain job the folding
+ones (``featurebudget:jobs``). A subscription is one connection; each event O(1).
+"""
+
+from __future__ import annotations
+
+from service import wire
+from service.storage.redis.scripts import text
+
+
+class EventsMixin:
+    """The pub/sub half of :class:`~service.storage.redis.RedisStorage`."""
+
+    async def version_events(self):
+        pubsub, node_client = self.topology.pubsub(wire.VERSIONS_CHANNEL)
+        try:
+            await pubsub.subscribe(wire.VERSIONS_CHANNEL)
+            async for message in pubsub.listen():
+                if message.get("type") != "message":
+                    continue
+                model, _, version = text(message["data"]).rpartition(" ")
+                if model and version.isdigit():
+                    yield model, int(version)
+        except Exception as exc:
+            if self.topology.retries(exc):  # a lost node: the next subscription elsewhere
+                await self.topology.refresh()
+            raise
+        finally:
+            await pubsub.aclose()
+            if node_client is not None:
+                await node_client.aclose()
+
+    async def notify_job(self, model: str) -> None:
+        await self.client.publish(wire.JOBS_CHANNEL, model)
+
+    async def job_events(self):
+        pubsub, node_client = self.topology.pubsub(wire.JOBS_CHANNEL)
+        try:
+            await pubsub.subscribe(wire.JOBS_CHANNEL)
+            async for message in pubsub.listen():
+                if message.get("type") == "message":
+                    yield text(message["data"])
+        except Exception as exc:
+            if self.topology.retries(exc):  # a lost node: the next subscription elsewhere
+                await self.topology.refresh()
+            raise
+        finally:
+            await pubsub.aclose()
+            if node_client is not None:
+                await node_client.aclose()

@@ -1,0 +1,98 @@
+"""Who folds a model, and what it publishes, on Redis: the lease (a key with a TTL, renewed
+and released by scripts), heartbeats, the applied position, placement's members per role,
+and the fenced serving view. Each call is one round trip, O(1) but for
+:meth:`LeasesMixin.heartbeats` (O(models)) and :meth:`LeasesMixin.members` (O(members)).
+"""
+
+from __future__ import annotations
+
+import time
+
+from service import wire
+from service.storage.redis.scripts import text
+
+
+class LeasesMixin:
+    """The lease, heartbeat, placement and view half of
+    :class:`~service.storage.redis.RedisStorage`."""
+
+    async def acquire_lease(self, model: str, owner: str, ttl_seconds: float, *,
+                            renew_only: bool = False) -> bool:
+        ttl_ms = int(ttl_seconds * 1000)
+        if await self._renew(keys=[wire.lease_key(model)], args=[owner, ttl_ms]):
+            return True
+        if renew_only:
+            return False
+        return bool(await self.client.set(wire.lease_key(model), owner, nx=True, px=ttl_ms))
+
+    async def release_lease(self, model: str, owner: str) -> None:
+        await self._release(keys=[wire.lease_key(model), wire.heartbeat_key(model)],
+                            args=[owner])  # a clean hand-over: no stale heartbeat
+
+    async def publish_applied(self, model: str, log_id: str) -> None:
+        await self.client.set(wire.applied_key(model), log_id)
+
+    async def heartbeat(self, model: str, owner: str) -> None:
+        await self.client.set(wire.heartbeat_key(model), f"{time.time()!r} {owner}")
+
+    async def heartbeats(self, models: list[str]) -> dict[str, tuple[float, str]]:
+        if not models:
+            return {}
+        keys = [wire.heartbeat_key(m) for m in models]
+        values = await self.topology.mget(keys)
+        now, out = time.time(), {}
+        for model, value in zip(models, values, strict=True):
+            if value:
+                stamp, _, owner = text(value).partition(" ")
+                out[model] = (max(0.0, now - float(stamp)), owner)
+        return out
+
+    async def applied_position(self, model: str) -> str | None:
+        value = await self.client.get(wire.applied_key(model))
+        return text(value) if value else None
+
+    async def members(self, role: str, process_id: str, *, joined: float,
+                      expires: float) -> dict[str, float]:
+        key = wire.members_key(role)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hset(key, process_id, f"{joined!r} {expires!r}")
+        pipe.hgetall(key)
+        _, raw = await pipe.execute()
+        now, live, expired = time.time(), {}, []
+        for member, value in raw.items():
+            try:
+                since, until = (float(v) for v in text(value).split())
+            except ValueError:
+                since, until = 0.0, 0.0
+            if until < now:
+                expired.append(member)
+            else:
+                live[text(member)] = since
+        if expired:
+            await self.client.hdel(key, *expired)
+        return live
+
+    async def leave(self, role: str, process_id: str) -> None:
+        await self.client.hdel(wire.members_key(role), process_id)
+
+    async def lease_holder(self, model: str) -> str | None:
+        value = await self.client.get(wire.lease_key(model))
+        return text(value) if value else None
+
+    async def publish_view(self, model: str, token: str, blob: bytes, *,
+                           owner: str | None = None) -> bool:
+        done = await self._publish_view(
+            keys=[wire.view_key(model), wire.lease_key(model), wire.applied_key(model)],
+            args=[owner or "", token, blob])
+        return bool(done)
+
+    async def fetch_view(self, model: str, known_token: str | None
+                         ) -> tuple[str | None, bytes | None]:
+        answer = await self._fetch_view(keys=[wire.view_key(model)], args=[known_token or ""])
+        if not answer:
+            return None, None
+        return text(answer[0]), (answer[1] if len(answer) > 1 else None)
+
+    async def view_token(self, model: str) -> str | None:
+        value = await self.client.hget(wire.view_key(model), b"token")
+        return text(value) if value else None
