@@ -1,6 +1,6 @@
 """Storage backends for tests: open each one (the contract's cases run over all of them),
-and read a model's whole log without consumer state (an inspection no service code needs,
-so it is no method of ``Storage``)."""
+read a model's whole log without consumer state, and list what a model left behind
+(inspections no service code needs, so they are no methods of ``Storage``)."""
 
 from __future__ import annotations
 
@@ -40,3 +40,21 @@ async def log_entries(storage: Storage, model: str, count: int = 1000) -> list[L
         return await log.run(None, log._read, 0, count)
     messages = await storage.client.xrange(wire.log_key(model), count=count)
     return [LogEntry(i.decode(), fields) for i, fields in messages]
+
+
+async def leftovers(storage: Storage, model: str) -> list[str]:
+    """What the backend still holds of ``model``: files under its directory (local), keys
+    in its hash tag (Redis; on a cluster, on the node of its slot). O(the backend's keys)."""
+    from service.storage.local import LocalStorage
+
+    if isinstance(storage, LocalStorage):
+        found = [storage.root / "models" / model, *(storage.root / "trash").glob(f"{model}.*")]
+        return sorted(str(p) for p in found if p.exists())
+    pattern = f"{wire.KEY_PREFIX}:{{{model}}}:*"
+    client = storage.client
+    if hasattr(client, "get_node_from_key"):  # a cluster: the model's keys share one node
+        node = client.get_node_from_key(wire.log_key(model))
+        keys = await client.execute_command("KEYS", pattern, target_nodes=node)
+    else:
+        keys = await client.keys(pattern)
+    return sorted(k.decode() if isinstance(k, bytes) else k for k in keys)
