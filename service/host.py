@@ -97,12 +97,8 @@ class ModelHost(Host):
         self.names: dict[int, str] = {}
         self.feature_names_max = feature_names_max
         self.lock = threading.Lock()  # held while the learner changes
-        self.fold_lock = asyncio.Lock()  # held by the consumer around one micro-batch
         self.owner = False
-        self.examples_since_snapshot = 0
-        self.last_snapshot_time = time.monotonic()
-        self.snapshot_id: str | None = None
-        self.reposition = False
+        self.fold = None  # the model's fold in this process (service.fold.ModelFold)
         self._applied_event = asyncio.Event()
         self.view: ServingView | None = None  # newest published view (other processes)
         self.view_token: str | None = None
@@ -173,7 +169,6 @@ class ModelHost(Host):
                 correct += int(np.count_nonzero(predicted == batch.labels))
             self.progressive_examples += n
             self.progressive_correct += correct
-            self.examples_since_snapshot += n
             self.applied_id = last_id
             self.applied_at = time.time()
         return n, correct
@@ -225,7 +220,7 @@ class ModelHost(Host):
                     return
 
     # -------------------------------------------------------------- snapshots
-    def snapshot_blob(self, *, reset: bool = False) -> tuple[bytes, str | None]:
+    def snapshot_blob(self) -> tuple[bytes, str | None]:
         """Serialized state + the id of the last entry it includes (taken together)."""
         with self.lock:
             state = self.learner.state_dict()
@@ -235,8 +230,6 @@ class ModelHost(Host):
                          svc_progressive_correct=self.progressive_correct,
                          svc_feature_names=[[int(k), v] for k, v in self.names.items()],
                          svc_model=self.spec.model_dump(mode="json"))
-            if reset:
-                self.examples_since_snapshot = 0
         return dumps_state(state), log_id
 
     def check_blob(self, blob: bytes, *, check_spec: bool = True):
@@ -255,9 +248,7 @@ class ModelHost(Host):
             self.progressive_examples = extra["svc_progressive_examples"]
             self.progressive_correct = extra["svc_progressive_correct"]
             self.names = extra["svc_feature_names"]
-            self.examples_since_snapshot = 0
             self.applied_at = time.time()
-        self.snapshot_id = self.applied_id
 
     def load_blob(self, blob: bytes, *, check_spec: bool = True) -> None:
         """Replace the state with a snapshot's; InputError (and no change) when it does not

@@ -25,7 +25,7 @@ from service.errors import (
     WaitTimeoutError,
     item_error,
 )
-from service.fold import ModelFold
+from service.fold import LeaseLost, ModelFold
 from service.host import ModelHost, new_learner
 from service.ingest import ExampleBatch, parse_json_examples
 from service.schemas import ModelCreate, ModelSpec
@@ -249,24 +249,10 @@ class OnlineModels:
         before this call and not yet applied are superseded, later ones are applied."""
         # parse and check everything off the event loop, before anything changes
         parsed = await asyncio.to_thread(host.check_blob, blob)
-        fold = self.folds.get(host.name)
-        if self.storage.shared and not host.owner and fold is not None:
-            await fold.hold_lease()
-        if self.storage.shared and not host.owner:
-            raise NotOwnerError("this process does not own the model's fold; retry")
-        async with host.fold_lock:
-            log_end = await self.storage.log_end(host.name)
-            host.install(parsed)
-            if fold is not None:
-                fold.publish_gauges()
-            with host.lock:  # the snapshot's own id belongs to another log
-                host.applied_id = log_end
-            host.reposition = True
-            if fold is not None and not await fold.snapshot():
-                raise NotOwnerError("this process lost the model's fold while restoring; "
-                                    "retry")
-            if fold is not None:
-                await fold.publish_view(now=True)
+        try:
+            await self.folds[host.name].restore(parsed)
+        except LeaseLost as exc:
+            raise NotOwnerError(str(exc)) from exc
         host.notify_applied()
         return {"model": host.name, "examples_applied": int(host.learner.n_examples_),
                 "log_position": host.applied_id}

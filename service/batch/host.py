@@ -116,5 +116,5 @@ class BatchHost(Host):
             self.load_error = None
             metrics.MODEL_VERSION.labels(self.name).set(version)
             metrics.SELECTED_FEATURES.labels(self.name).set(  # in the trained sequence's groups
-                len(self.layout.features_of(artifact._order())))
+                len(self.layout.features_of(artifact.adapter.order(artifact))))
             return True

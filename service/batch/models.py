@@ -22,6 +22,7 @@ from service.batch import artifact as artifacts
 from service.batch.fit import check_estimator
 from service.batch.host import BatchHost
 from service.batch.ingest import parse_batch_items
+from service.batch.jobs import Job, JobStatus
 from service.batch.spec import (
     PART_NAMES,
     estimate_fit_seconds,
@@ -29,7 +30,7 @@ from service.batch.spec import (
     memory_bytes,
     split_params,
 )
-from service.batch.worker import BatchWorker, new_job
+from service.batch.worker import BatchWorker
 from service.errors import (
     ConflictError,
     InputError,
@@ -37,6 +38,7 @@ from service.errors import (
     WaitTimeoutError,
     item_error,
 )
+from service.fold_loop import LeaseLost
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage, id_key
 
@@ -252,39 +254,43 @@ class BatchModels:
                 [{"field": "retrain", "estimated_seconds": round(seconds, 1),
                   "max_fit_seconds": self.settings.max_fit_seconds,
                   "message": f"a retrain takes about {seconds:,.0f} s"}])
-        job = new_job("request", log_end)
-        await self.storage.save_job(host.name, job["id"], json.dumps(job).encode())
+        job = Job.new("request", log_end)
+        await self.storage.save_job(host.name, job.id, job.to_bytes())
         await self.storage.notify_job(host.name)
-        return job
+        return job.to_dict()
 
     async def cancel_job(self, host: BatchHost, job_id: str) -> dict[str, Any]:
         """``DELETE /jobs/{id}``: a queued job is cancelled at once, a running one stops at
         its fit's next progress step (the folding process reads the stored request);
         cancelling a cancelled job answers it again; a finished one: 409."""
-        job = await self.job(host, job_id)
-        if job["status"] in ("succeeded", "failed"):
+        job = await self._job(host, job_id)
+        if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.PUBLISHED):
             raise ConflictError(f"job {job_id!r} of model {host.name!r} already "
-                                f"{job['status']}; only a queued or running job can be "
+                                f"{job.status}; only a queued or running job can be "
                                 "cancelled")
         await self.storage.request_cancel(host.name, job_id)
-        if job["status"] == "queued":
-            job.update(status="cancelled", finished_at=time.time())
-            await self.storage.save_job(host.name, job_id, json.dumps(job).encode())
+        if job.status == JobStatus.QUEUED:
+            job.finish(JobStatus.CANCELLED)
+            await self.storage.save_job(host.name, job_id, job.to_bytes())
         fold = self.fold(host.name)
         if fold is not None:
             fold.cancel(job_id)
         else:
             await self.storage.notify_job(host.name)
-        if job["status"] == "running":
-            job["cancel_requested"] = True
-        return job
+        out = job.to_dict()
+        if job.status == JobStatus.RUNNING:
+            out["cancel_requested"] = True
+        return out
 
     async def jobs(self, host: BatchHost) -> list[dict[str, Any]]:
         raw = await self.storage.load_jobs(host.name)
-        jobs = [json.loads(v) for v in raw.values()]
-        return sorted(jobs, key=lambda j: j["created_at"], reverse=True)
+        jobs = [Job.from_bytes(v) for v in raw.values()]
+        return [j.to_dict() for j in sorted(jobs, key=lambda j: j.created_at, reverse=True)]
 
     async def job(self, host: BatchHost, job_id: str) -> dict[str, Any]:
+        return (await self._job(host, job_id)).to_dict()
+
+    async def _job(self, host: BatchHost, job_id: str) -> Job:
         """The job; "succeeded" only once this process serves its version (a job whose
         version is the store's current one but not served here yet is loaded now, and
         reads "published" if that did not succeed), so a /predict after it never meets an
@@ -292,14 +298,14 @@ class BatchModels:
         raw = (await self.storage.load_jobs(host.name)).get(job_id)
         if raw is None:
             raise NotFoundError(f"model {host.name!r} has no job {job_id!r}")
-        job = json.loads(raw)
-        version = job.get("version")
-        if job.get("status") == "succeeded" and version is not None and (
+        job = Job.from_bytes(raw)
+        version = job.version
+        if job.status == JobStatus.SUCCEEDED and version is not None and (
                 host.served is None or host.served.version != version):
             await host.refresh(self.storage)  # serve the store's current version now
             current = await self.storage.current_version(host.name)
             if current == version and (host.served is None or host.served.version != version):
-                job["status"] = "published"
+                job.status = JobStatus.PUBLISHED
         return job
 
     async def versions(self, host: BatchHost) -> dict[str, Any]:
@@ -441,14 +447,10 @@ class BatchModels:
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(f"snapshot does not fit model {host.name!r}: {exc}",
                              [{"field": "body", "message": str(exc)}]) from exc
-        if not await fold.hold_lease():
-            raise ConflictError("another process folds this model; retry")
-        log_end = await self.storage.log_end(host.name)
-        with fold.lock:
-            fresh.applied_id = log_end
-            fold.state = fresh
-            fold.reader = None  # re-position after the log's end
-        await fold.snapshot()
+        try:
+            await fold.restore(fresh)
+        except LeaseLost as exc:
+            raise ConflictError("another process folds this model; retry") from exc
         if artifact is not None:
             version = await self.storage.next_version(host.name)
             meta = dict(artifact.meta, version=version, created_at=time.time(),

@@ -16,11 +16,11 @@ from clients.http import FeaturebudgetClient
 from service import wire
 from service.app import create_app
 from service.batch import models as batch_models
-from service.batch import worker
+from service.batch import retrains, worker
 from service.cli import main
 from service.settings import Settings
-from tests.live_server import live_server
-from tests.service.batch_data import NO_POLICY
+from tests.support.batch_data import NO_POLICY
+from tests.support.live_server import live_server
 
 GROUPS = [{"name": f"g{j}", "features": [f"f{10 * j + i}" for i in range(10)], "cost": 1}
           for j in range(4)]
@@ -32,7 +32,7 @@ SLOW = {"n_estimators": 20000, "max_depth": 5, "early_stopping_rounds": None,
 def fits(monkeypatch) -> list[str]:
     """How each fit of this process ended: "returned" or the exception's name."""
     ended: list[str] = []
-    real = worker.fit
+    real = retrains.fit
 
     def recording(*args, **kwargs):
         try:
@@ -43,7 +43,7 @@ def fits(monkeypatch) -> list[str]:
         ended.append("returned")
         return result
 
-    monkeypatch.setattr(worker, "fit", recording)
+    monkeypatch.setattr(retrains, "fit", recording)
     return ended
 
 
