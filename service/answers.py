@@ -7,13 +7,23 @@ other request, ``/healthz`` and online predictions included. :class:`AnswerPool`
 priority (answers are latency-critical, unlike the background work of
 :mod:`service.priority`), with at most ``FEATUREBUDGET_ANSWER_QUEUE`` more waiting; one
 over that is refused at once with 503 and ``Retry-After`` instead of queueing without
-bound. Cost per answer: one thread hand-over (tens of microseconds) on top of the work.
+bound. Cost per answer: one thread hand-over (tens of microseconds, but under load the
+hand-back waits for the GIL, up to the 5 ms switch interval) on top of the work.
+
+Warm answers run inline: a call whose *shape* (the function, the model and the version it
+serves, the computed set or budget, the number of examples) last cost at most
+``INLINE_SECONDS`` of CPU is answered on the event loop at once, with no hand-over; its
+cost is measured again each time, so a shape that turns slow (its solves evicted) goes back
+to the pool on its next call. A never-seen shape, a new version, and any call whose sets
+come from the examples themselves always take the pool: a cold solve never runs on the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 from service.errors import UnavailableError
@@ -26,6 +36,31 @@ class AnswersBusyError(UnavailableError):
     headers = {"Retry-After": "1"}
 
 
+INLINE_SECONDS = 0.002  # a shape that last cost at most this much CPU is answered inline
+SHAPES_KEPT = 4096  # the costs of the most recent shapes
+
+
+def call_shape(function, args: tuple):
+    """What makes two answers cost alike, or None when unknown: ``(function, model,
+    served version, computed set or budget, examples)`` for a ``(host, document)`` call
+    whose document names its set (``computed_groups``) or a ``budget``. O(|set|)."""
+    if len(args) < 2 or not isinstance(args[-1], dict):
+        return None
+    host, document = args[0], args[-1]
+    served = getattr(host, "served", None)
+    groups, budget = document.get("computed_groups"), document.get("budget")
+    if served is None or (groups is None and budget is None):
+        return None  # no version yet, or sets from the examples' own groups
+    examples = document.get("examples")
+    try:
+        key = (function, id(host), id(served), tuple(groups) if isinstance(groups, list)
+               else groups, budget, len(examples) if isinstance(examples, list) else -1)
+        hash(key)
+    except TypeError:  # an unhashable value: the call's own checks will name it
+        return None
+    return key
+
+
 class AnswerPool:
     """``threads`` workers and room for ``queue`` waiting calls (module docstring)."""
 
@@ -34,18 +69,47 @@ class AnswerPool:
         self.limit = self.threads + max(0, int(queue))
         self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="answers")
         self.in_flight = 0  # touched on the event loop only
+        self._costs: OrderedDict = OrderedDict()  # shape -> CPU seconds of its last call
+        self.inline = 0  # calls answered inline (event loop only)
+
+    def _record(self, shape, seconds: float) -> None:
+        self._costs[shape] = seconds
+        self._costs.move_to_end(shape)
+        while len(self._costs) > SHAPES_KEPT:
+            self._costs.popitem(last=False)
 
     async def run(self, function, /, *args):
-        """``function(*args)`` on an answer thread; AnswersBusyError when full."""
+        """``function(*args)`` inline when its shape was cheap last time (module
+        docstring), else on an answer thread; AnswersBusyError when full."""
+        shape = call_shape(function, args)
+        if shape is not None and self._costs.get(shape, INLINE_SECONDS + 1) <= INLINE_SECONDS:
+            started = time.thread_time()
+            try:
+                return function(*args)
+            finally:
+                self._record(shape, time.thread_time() - started)
+                self.inline += 1
         if self.in_flight >= self.limit:
             raise AnswersBusyError(f"{self.in_flight} budgeted answers are being computed or "
                                    f"waiting (at most {self.limit}); retry in a second")
         self.in_flight += 1
+        cost = []
+
+        def timed():
+            started = time.thread_time()
+            try:
+                return function(*args)
+            finally:
+                cost.append(time.thread_time() - started)
+
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, function,
-                                                                      *args)
+            return await asyncio.get_running_loop().run_in_executor(
+                self._executor, timed if shape is not None else function, *(
+                    () if shape is not None else args))
         finally:
             self.in_flight -= 1
+            if shape is not None and cost:
+                self._record(shape, cost[0])
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from algorithms.anytime import _statistics_kernels as _kernels
 from algorithms.memory import check_fits
 from algorithms.serialization import dumps_state, loads_state
 from algorithms.sparse import CSRBatch
@@ -29,7 +30,9 @@ class SufficientStatistics:
     n_features : int
         Dimension ``D``; memory is O(D²).
 
-    ``update(X, y)`` costs O(nnz·D) for sparse and O(n·D²) for dense batches; ``merge`` O(D²).
+    ``update(X, y)`` costs O(Σ nnz_row² + D²) for sparse batches (in place, one sweep of
+    ``Mxx``: :mod:`algorithms.anytime._statistics_kernels`) and O(m·D²) for dense ones;
+    ``merge`` O(D²).
     """
 
     kind = "anytime-sufficient-statistics"
@@ -47,6 +50,7 @@ class SufficientStatistics:
         self.mxx = np.zeros((self.n_features, self.n_features))
         self.mxy = np.zeros(self.n_features)
         self.myy = 0.0
+        self._exported = False  # state_dict handed the arrays out (_own_arrays)
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -69,31 +73,42 @@ class SufficientStatistics:
             raise ValueError("y contains NaN or infinite values")
         if m == 0:
             return self
-        batch = SufficientStatistics(self.n_features)
-        width = X.shape[1]
-        batch.n = m
-        batch.mean_y = float(y.mean())
-        yc = y - batch.mean_y
-        batch.myy = float(yc @ yc)
         if sp.issparse(X):
             if X.nnz and not np.all(np.isfinite(X.data)):
                 raise ValueError("X contains NaN or infinite values")
-            mean = np.asarray(X.sum(axis=0)).ravel() / m
-            xtx = (X.T @ X).toarray()
-            batch.mxx[:width, :width] = xtx - m * np.outer(mean, mean)
-            batch.mxy[:width] = X.T @ yc
+            # in place, no (D, D) temporary: O(Σ nnz_row² + D²) (_statistics_kernels)
+            X = X.tocsr()
+            self._own_arrays()
+            self.mean_y, self.myy = _kernels.fold_sparse_rows(
+                X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False),
+                np.ascontiguousarray(X.data, dtype=np.float64), y, float(self.n),
+                self.mean_x, self.mxx, self.mxy, float(self.mean_y), float(self.myy))
+            self.n += m
+            return self
+        if not np.all(np.isfinite(X)):
+            raise ValueError("X contains NaN or infinite values")
+        batch = SufficientStatistics.__new__(SufficientStatistics)
+        width = X.shape[1]
+        batch.n_features, batch.n = self.n_features, m
+        batch.mean_y = float(y.mean())
+        yc = y - batch.mean_y
+        batch.myy = float(yc @ yc)
+        mean = X.mean(axis=0)
+        Xc = X - mean
+        if width == self.n_features:
+            batch.mxx, batch.mxy, batch.mean_x = Xc.T @ Xc, Xc.T @ yc, mean
         else:
-            if not np.all(np.isfinite(X)):
-                raise ValueError("X contains NaN or infinite values")
-            mean = X.mean(axis=0)
-            Xc = X - mean
+            batch.mxx = np.zeros((self.n_features, self.n_features))
+            batch.mxy, batch.mean_x = np.zeros(self.n_features), np.zeros(self.n_features)
             batch.mxx[:width, :width] = Xc.T @ Xc
             batch.mxy[:width] = Xc.T @ yc
-        batch.mean_x[:width] = mean
+            batch.mean_x[:width] = mean
+        batch._exported = False
         return self.merge(batch, inplace=True)
 
     def merge(self, other: SufficientStatistics, *, inplace: bool = False) -> SufficientStatistics:
-        """Statistics of the union of both samples (pairwise update). O(D²)."""
+        """Statistics of the union of both samples (pairwise update). O(D²), one sweep of
+        ``Mxx`` in place (``inplace``) or of a copy."""
         if other.n_features != self.n_features:
             raise ValueError("cannot merge statistics of different dimensions")
         out = self if inplace else self.copy()
@@ -102,18 +117,35 @@ class SufficientStatistics:
         if out.n == 0:
             out.n, out.mean_y, out.myy = other.n, other.mean_y, other.myy
             out.mean_x, out.mxx, out.mxy = other.mean_x.copy(), other.mxx.copy(), other.mxy.copy()
+            out._exported = False
             return out
         n = out.n + other.n
         factor = out.n * other.n / n
         dx = other.mean_x - out.mean_x
         dy = other.mean_y - out.mean_y
-        out.mxx = out.mxx + other.mxx + factor * np.outer(dx, dx)
+        out._own_arrays()
+        _kernels.merge_into(out.mxx, np.ascontiguousarray(other.mxx, dtype=np.float64), dx,
+                            float(factor))
         out.mxy = out.mxy + other.mxy + factor * dx * dy
         out.myy = out.myy + other.myy + factor * dy * dy
         out.mean_x = out.mean_x + dx * (other.n / n)
         out.mean_y = out.mean_y + dy * (other.n / n)
         out.n = n
         return out
+
+    def _own_arrays(self) -> None:
+        """Before an in-place change: arrays handed out by :meth:`state_dict` (which a
+        snapshot may still be serializing) are replaced by copies first (copy on write),
+        as are read-only or non-contiguous ones."""
+        if getattr(self, "_exported", False) or not self.mxx.flags.writeable or \
+                not self.mxx.flags.c_contiguous or self.mxx.dtype != np.float64:
+            self.mxx = np.array(self.mxx, dtype=np.float64, order="C")
+            self.mean_x = np.array(self.mean_x, dtype=np.float64)
+            self.mxy = np.array(self.mxy, dtype=np.float64)
+        elif not (self.mean_x.flags.writeable and self.mxy.flags.writeable):
+            self.mean_x = np.array(self.mean_x, dtype=np.float64)
+            self.mxy = np.array(self.mxy, dtype=np.float64)
+        self._exported = False
 
     def __add__(self, other: SufficientStatistics) -> SufficientStatistics:
         return self.merge(other)
@@ -171,6 +203,7 @@ class SufficientStatistics:
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """The statistics in the envelope of ``algorithms.states``."""
+        self._exported = True  # the next in-place change copies first (_own_arrays)
         return envelope(self.kind, self.format_version, {
             "n": int(self.n), "mean_y": float(self.mean_y), "myy": float(self.myy),
             "mean_x": self.mean_x, "mxx": self.mxx, "mxy": self.mxy})

@@ -5,16 +5,20 @@ for the group to compute next. Factorizing ``C_S`` from scratch costs O(k³) (``
 features of ``S``: seconds at k = 2,500). But the groups of the trained sequence are the
 ones callers compute first, so :class:`SubsetSolver` factors ``C`` once over the features
 of the whole sequence, in sequence order, ``C_seq = L Lᵀ``; the leading block of ``L`` over
-the first ``p`` groups is the factor of that prefix. For ``S`` = (the longest prefix ``P``
-of the sequence inside ``S``) ∪ ``R`` (its other features), the factor of ``C_S`` (features
-ordered ``P`` then ``R``) is the block update
+the first ``p`` groups is the factor of that prefix. For ``S`` = ``P`` ∪ ``R``, where ``P``
+is the set with a known factor inside ``S`` holding the most features (the longest prefix of
+the sequence inside ``S``, or a larger cached subset of ``S``: so ``S ∪ {g}``, asked for
+the next group's expected gain right after ``S``, costs one group's update) and
+``R`` its other features, the factor of ``C_S`` (features ordered ``P`` then ``R``) is the
+block update
 
     L_S = [[L_P, 0], [Vᵀ, L_R]],   V = L_P⁻¹ C_{P,R},   L_R Lᵀ_R = C_{R,R} − VᵀV,
 
 at O(k_P²·r + k_P·r² + r³) with ``r = |R|`` (BLAS triangular solves and products), and
 ``w(S)`` follows by two triangular solves, O(k²). A set inside the sequence's prefixes costs
 only the solves. :meth:`SubsetSolver.scores` scores each group ``g`` outside ``S`` against
-that same factor: the residual ``r = b − C_{:,S} w(S)`` and, for CS-G-FR, the Schur
+that same factor: the residual ``r = b − C_{:,S} w(S)`` on the remaining features only
+(O(k·(D − k)), rows of ``C`` read in place) and, for CS-G-FR, the Schur
 complement ``C_gg − V_gᵀV_g`` with ``V_g = L_S⁻¹ C_{S,g}`` (one triangular solve for all
 candidates together, then O(k·d_g² + d_g³) per group), never a new factorization of ``C_S``;
 nothing at all when no group is left.
@@ -23,7 +27,8 @@ Dependent directions (a pivot ``<= rtol · C_jj``, possible only with ``alpha = 
 handled as the sequencing does (:mod:`algorithms.anytime.greedy`): when LAPACK's Cholesky
 refuses a block, the block is factored by the sanitizing kernel, whose dependent rows become
 unit rows with a zero right-hand side. Results (factors with their feature order, solves) are
-kept in an LRU bounded in bytes.
+kept in an LRU bounded in bytes. The blocks of ``C`` a factor needs are read row by row
+(:mod:`algorithms.anytime._subset_kernels`), never through fancy-indexed temporaries.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import numpy as np
 import scipy.linalg
 
 from algorithms.anytime import _kernels as kernels
+from algorithms.anytime import _subset_kernels as gather_kernels
 
 RTOL = 1e-9  # a pivot <= RTOL * C_jj is a dependent direction (as the sequencing)
 
@@ -97,7 +103,8 @@ class SubsetSolver:
     def __init__(self, C: np.ndarray, b: np.ndarray, groups: Sequence[np.ndarray],
                  sequence: Sequence[int], *, cache_bytes: int = 64 << 20,
                  rtol: float = RTOL) -> None:
-        self.C, self.b, self.groups = C, b, list(groups)
+        self.C = np.ascontiguousarray(C, dtype=np.float64)  # (no copy when it is already)
+        self.b, self.groups = b, [np.asarray(g, dtype=np.int64) for g in groups]
         self.sequence = [int(g) for g in sequence]
         self.tol = rtol * np.maximum(np.diag(C), 1e-300)
         self.cache_bytes = int(cache_bytes)
@@ -116,7 +123,7 @@ class SubsetSolver:
                 return self._prefix
         parts = [self.groups[g] for g in self.sequence]
         idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        L, dependent = cholesky(self.C[np.ix_(idx, idx)], self.tol[idx])
+        L, dependent = cholesky(gather_kernels.gather(self.C, idx, idx), self.tol[idx])
         factor = Factor(idx, L, dependent)
         with self._lock:
             if self._prefix is None:
@@ -124,8 +131,9 @@ class SubsetSolver:
             return self._prefix
 
     def factor(self, S: frozenset) -> Factor:
-        """The factor of ``C_S``, features ordered: the longest sequence prefix inside
-        ``S``, then the other groups of ``S`` by id (cached)."""
+        """The factor of ``C_S`` (cached), features ordered: those of its base (the longest
+        sequence prefix inside ``S``, or a larger cached subset: :meth:`_base`), then the
+        other groups of ``S`` by id."""
         with self._lock:
             hit = self._cache.get(S)
             if hit is not None:
@@ -141,28 +149,48 @@ class SubsetSolver:
                     self._held -= old.nbytes
         return factor
 
-    def _build(self, S: frozenset) -> Factor:
+    def _base(self, S: frozenset) -> tuple[int, frozenset, Factor | None]:
+        """What ``S``'s factor extends: ``P``'s leading block of the prefix factor (``P``:
+        the longest sequence prefix inside ``S``), or the cached factor of a set ``B ⊂ S``
+        holding more features than ``P``, the most of any. A set asked right after one of
+        its subsets (``S ∪ {next group}`` after ``S``) then costs one group's block update,
+        not a new factorization. Returns ``(p, B, factor or None for the prefix)``.
+        O(cached sets · |S|)."""
         p = 0
         while p < len(self.sequence) and self.sequence[p] in S:
             p += 1
-        rest = sorted(set(S) - set(self.sequence[:p]))
+        best_set, best, best_size = frozenset(self.sequence[:p]), None, \
+            int(self._prefix_ends[p])
+        with self._lock:
+            for key, cached in self._cache.items():
+                if len(cached.idx) > best_size and key < S:
+                    best_set, best, best_size = key, cached, len(cached.idx)
+        return p, best_set, best
+
+    def _build(self, S: frozenset) -> Factor:
+        p, base_set, base = self._base(S)
+        rest = sorted(set(S) - base_set)
         R = np.concatenate([self.groups[g] for g in rest]) if rest else \
             np.zeros(0, dtype=np.int64)
-        if p == 0:
-            L, dependent = cholesky(self.C[np.ix_(R, R)], self.tol[R])
+        if base is None and p == 0:
+            L, dependent = cholesky(gather_kernels.gather(self.C, R, R), self.tol[R])
             return Factor(R, L, dependent)
-        whole = self.prefix_factor()
-        k = int(self._prefix_ends[p])
-        P = whole.idx[:k]
-        L_P, dep_P = whole.L[:k, :k], whole.dependent[:k]
+        if base is None:
+            whole = self.prefix_factor()
+            k = int(self._prefix_ends[p])
+            P, L_P, dep_P = whole.idx[:k], whole.L[:k, :k], whole.dependent[:k]
+        else:
+            P, L_P, dep_P = base.idx, base.L, base.dependent
+            k = len(P)
         if not len(R):
             return Factor(P, L_P, dep_P)
-        V = scipy.linalg.solve_triangular(L_P, self.C[np.ix_(P, R)], lower=True,
-                                          check_finite=False)
+        V = scipy.linalg.solve_triangular(L_P, gather_kernels.gather(self.C, P, R),
+                                          lower=True, check_finite=False)
         V[dep_P] = 0.0
-        L_R, dep_R = cholesky(self.C[np.ix_(R, R)] - V.T @ V, self.tol[R])
-        L = np.zeros((k + len(R), k + len(R)))
+        L_R, dep_R = cholesky(gather_kernels.gather(self.C, R, R) - V.T @ V, self.tol[R])
+        L = np.empty((k + len(R), k + len(R)))  # every block written below
         L[:k, :k] = L_P
+        L[:k, k:] = 0.0
         L[k:, :k] = V.T
         L[k:, k:] = L_R
         return Factor(np.concatenate([P, R]), L, np.concatenate([dep_P, dep_R]))
@@ -185,34 +213,33 @@ class SubsetSolver:
         left = np.flatnonzero(remaining)
         if not len(left):
             return scores
-        C, b = self.C, self.b
-        r = np.asarray(b, dtype=np.float64)
+        C, b = self.C, np.asarray(self.b, dtype=np.float64)
+        feats_left = np.concatenate([self.groups[g] for g in left])
+        starts = np.cumsum([0] + [len(self.groups[g]) for g in left])
         factor = None
-        if S:
+        if S:  # the residual b − C_{:,S} w(S), on the remaining features only
             factor = self.factor(S)
             w = factor.solve(b[factor.idx])
-            full = np.zeros(len(b))
-            full[factor.idx] = w
-            r = b - C @ full  # C symmetric: no copy of the k columns
-        V = column = None
+            r_left = gather_kernels.residual_at(C, b, factor.idx, w, feats_left)
+        else:
+            r_left = b[feats_left]
+        V = None
         if kind == kernels.FR and factor is not None:
-            feats_left = np.concatenate([self.groups[g] for g in left])
-            V = factor.half_solve(np.ascontiguousarray(C[np.ix_(factor.idx, feats_left)]))
-            column = np.full(len(b), -1, dtype=np.int64)
-            column[feats_left] = np.arange(len(feats_left))
+            V = factor.half_solve(gather_kernels.gather(C, factor.idx, feats_left))
         z = np.empty(max(len(self.groups[g]) for g in left))
-        for g in left:
+        for position, g in enumerate(left):
             feats = self.groups[g]
-            rg = np.ascontiguousarray(r[feats])
+            lo, hi = starts[position], starts[position + 1]
+            rg = np.ascontiguousarray(r_left[lo:hi])
             if kind == kernels.NO_WHITEN:
                 scores[g] = float(rg @ rg)
                 continue
             if kind == kernels.SINGLE:
                 scores[g] = float(np.max(rg ** 2))
                 continue
-            block = C[np.ix_(feats, feats)]
+            block = gather_kernels.gather(C, feats, feats)
             if V is not None:
-                Vg = V[:, column[feats]]
+                Vg = V[:, lo:hi]
                 block = block - Vg.T @ Vg
             Lg = np.empty_like(block)
             kernels.cholesky_pivoted(np.ascontiguousarray(block), self.tol[feats], Lg)

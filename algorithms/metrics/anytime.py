@@ -27,14 +27,23 @@ def explained_variance_from_statistics(stats, coef: np.ndarray, intercept) -> np
 
     ``coef`` (D,) or (P, D), ``intercept`` scalar or (P,); ``stats`` a
     ``SufficientStatistics``. ``MSE = Var(y) − 2 coefᵀCov(x,y) + coefᵀCov(x) coef + bias²``
-    with ``bias = ȳ − intercept − x̄ᵀcoef``. O(P·D²), no data re-read.
+    with ``bias = ȳ − intercept − x̄ᵀcoef``. O(P·D²), no data re-read; one predictor with
+    ``k`` non-zero coefficients (a computed set's) O(k² + D), reading only those rows and
+    columns of ``Cov(x)``.
     """
     coef = np.atleast_2d(np.asarray(coef, dtype=np.float64))
     intercept = np.broadcast_to(np.asarray(intercept, dtype=np.float64), (coef.shape[0],))
     n = stats.n
     var_y = stats.myy / n
     cov_xy = stats.mxy / n
-    quad = np.einsum("pi,pi->p", coef @ (stats.mxx / n), coef)
+    if coef.shape[0] == 1:
+        from algorithms.anytime._subset_kernels import quadratic_form
+
+        support = np.flatnonzero(coef[0])
+        mxx = np.ascontiguousarray(stats.mxx, dtype=np.float64)
+        quad = np.array([quadratic_form(mxx, support, coef[0, support]) / n])
+    else:
+        quad = np.einsum("pi,pi->p", coef @ stats.mxx, coef) / n
     bias = stats.mean_y - intercept - coef @ stats.mean_x
     mse = var_y - 2.0 * coef @ cov_xy + quad + bias ** 2
     if var_y <= 0:

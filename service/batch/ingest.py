@@ -95,8 +95,41 @@ def _target(item: dict, i: int, name: str, task: str) -> float:
     return float(value)
 
 
+_PLAIN_NUMBERS = frozenset({int, float})
+
+
 def _named(features, i: int, layout: BatchLayout, present: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray]:
+    """``{group: {feature: value}}`` -> (indices, values), marking the groups in
+    ``present``. The usual example (known names, plain numbers) goes through C-level
+    list and type passes and one vectorized bound check; anything else through
+    :func:`_named_checked`, which names the problem. O(features)."""
+    if isinstance(features, dict):
+        indices: list[int] = []
+        values: list = []
+        groups: list[int] = []
+        try:
+            for group_name, group in features.items():
+                g = layout.group_index[group_name]
+                if type(group) is not dict:
+                    break
+                names = layout.feature_index[g]
+                indices += [names[feature] for feature in group]
+                values += group.values()
+                groups.append(g)
+            else:
+                if _PLAIN_NUMBERS.issuperset(map(type, values)):
+                    out = np.array(values, dtype=np.float64)
+                    if np.all(np.abs(out) < MAX_ABS_VALUE):
+                        present[groups] = True
+                        return np.array(indices, dtype=np.int64), out
+        except (KeyError, TypeError, OverflowError):
+            pass
+    return _named_checked(features, i, layout, present)
+
+
+def _named_checked(features, i: int, layout: BatchLayout, present: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(features, dict):
         raise item_error("must be an object {group: {feature: value}}", item=i,
                          field="features")

@@ -95,3 +95,29 @@ def test_bad_input():
         s.update(np.full((2, 3), np.nan), np.ones(2))
     with pytest.raises(ValueError):
         s.merge(SufficientStatistics(4))
+
+
+
+def test_sparse_blocks_of_any_size_fold_in_place_like_one_pass():
+    rng = np.random.default_rng(7)
+    X = sp.random(300, 40, density=0.15, format="csr", random_state=3) * 3.0
+    X.data += 2.0  # means far from zero: the merge must not cancel
+    y = rng.normal(size=300) + 10.0
+    whole = SufficientStatistics.from_data(X.toarray(), y)
+    parts = SufficientStatistics(40)
+    for lo, hi in ((0, 1), (1, 2), (2, 50), (50, 51), (51, 300)):  # one-row and bulk blocks
+        parts.update(X[lo:hi], y[lo:hi])
+    _assert_same(parts, whole)
+
+
+def test_a_state_dict_is_not_changed_by_later_updates():
+    X, y = _data(6)
+    s = SufficientStatistics.from_data(X[:50], y[:50])
+    state = s.state_dict()  # a snapshot may serialize it after the fold moved on
+    before = {k: state[k].copy() for k in ("mxx", "mean_x", "mxy")}
+    s.update(sp.csr_matrix(X[50:]), y[50:])  # in place, after a copy on write
+    s.update(X[:3], y[:3])
+    for k, v in before.items():
+        np.testing.assert_array_equal(state[k], v)
+    _assert_same(s, SufficientStatistics.from_data(np.vstack([X, X[:3]]),
+                                                   np.concatenate([y, y[:3]])))

@@ -41,7 +41,24 @@ def test_every_set_solves_as_a_fresh_factorization(seed):
             while prefix < 4 and [3, 0, 4, 1][prefix] in S:
                 prefix += 1
             head = np.concatenate([groups[g] for g in [3, 0, 4, 1][:prefix]] or [[]])
-            np.testing.assert_array_equal(idx[:len(head)], head)  # the prefix first
+            fresh = SubsetSolver(C, b, groups, sequence=[3, 0, 4, 1]).factor(frozenset(S))
+            np.testing.assert_array_equal(fresh.idx[:len(head)], head)  # the prefix first
+            assert sorted(idx.tolist()) == sorted(np.concatenate(
+                [groups[g] for g in S]).tolist())  # (maybe a cached subset's order first)
+
+
+def test_a_set_extends_the_factor_of_its_largest_cached_subset():
+    C, b, groups = _problem(0)
+    solver = SubsetSolver(C, b, groups, sequence=[0, 1, 2])
+    S = frozenset({0, 3, 4})  # prefix {0}; the cached {0, 3, 4} is larger
+    base = solver.factor(S)
+    grown = solver.factor(S | {1})  # extends S's factor, although {0, 1} is a longer prefix
+    np.testing.assert_array_equal(grown.idx[:len(base.idx)], base.idx)
+    np.testing.assert_array_equal(grown.L[:len(base.idx), :len(base.idx)], base.L)
+    idx = grown.idx
+    np.testing.assert_allclose(grown.L @ grown.L.T, C[np.ix_(idx, idx)], atol=1e-12)
+    np.testing.assert_allclose(grown.solve(b[idx]), np.linalg.solve(C[np.ix_(idx, idx)],
+                                                                     b[idx]), rtol=1e-9)
 
 
 @pytest.mark.parametrize(("seed", "duplicate"), [(0, False), (1, False), (2, True)])
