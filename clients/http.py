@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,7 +124,9 @@ class BudgetedPrediction:
     ``groups_used``, ``cost``, the expected figures (``expected_explained_variance``, and for
     classification ``expected_error`` / ``expected_log_loss``), ``answered_by`` (``auto``
     models: "anytime" or "gbfs") and ``next_group`` are single values when every example had
-    the same computed set, else per-example lists. ``next_group`` is
+    the same computed set, else per-example lists; ``answers`` has one object per example
+    with every field of that example (``prediction``, ``groups_used``, ``cost``, ...),
+    whatever the sets. ``next_group`` is
     ``{"name", "cost", "expected_gain"}`` or None; family-specific extras
     (``expected_on``, ``trees_used``, ``expected_rmse``, ...) are in ``raw``."""
 
@@ -139,13 +142,14 @@ class BudgetedPrediction:
     expected_error: float | None | list[float | None] = None
     expected_log_loss: float | None | list[float | None] = None
     answered_by: str | None | list[str | None] = None
+    answers: list[dict[str, Any]] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BudgetedPrediction:
         names = ("model", "version", "predictions", "groups_used", "cost",
                  "expected_explained_variance", "next_group", "labels", "probabilities",
-                 "expected_error", "expected_log_loss", "answered_by")
+                 "expected_error", "expected_log_loss", "answered_by", "answers")
         return cls(**{k: data.get(k) for k in names}, raw=data)
 
 
@@ -266,19 +270,30 @@ def _batch_create_body(name, algorithm, groups, task, params):
             "groups": [_group_body(g) for g in groups]}
 
 
-def _predict_batch_body(examples, computed_groups, budget):
+def _cap(max_cost: float | None, budget: float | None, method: str) -> float | None:
+    """``max_cost``, or the deprecated ``budget`` keyword (with a DeprecationWarning)."""
+    if budget is None:
+        return max_cost
+    if max_cost is not None:
+        raise TypeError(f"{method}: give max_cost or its deprecated alias budget, not both")
+    warnings.warn(f"{method}: budget= is deprecated, use max_cost=", DeprecationWarning,
+                  stacklevel=3)
+    return budget
+
+
+def _predict_batch_body(examples, computed_groups, max_cost):
     body: dict[str, Any] = {"examples": examples}
     if computed_groups is not None:
         body["computed_groups"] = list(computed_groups)
-    if budget is not None:
-        body["budget"] = budget
+    if max_cost is not None:
+        body["max_cost"] = max_cost
     return body
 
 
-def _next_body(computed_groups, budget):
+def _next_body(computed_groups, max_cost):
     body: dict[str, Any] = {"computed_groups": list(computed_groups)}
-    if budget is not None:
-        body["budget"] = budget
+    if max_cost is not None:
+        body["max_cost"] = max_cost
     return body
 
 
@@ -386,16 +401,20 @@ class FeaturebudgetClient:
 
     def predict_batch(self, name: str, examples: list[Example], *,
                       computed_groups: Iterable[str] | None = None,
+                      max_cost: float | None = None,
                       budget: float | None = None) -> BudgetedPrediction:
         """Predictions of the served version with exactly ``computed_groups``, the trained
-        prefix within ``budget``, or (neither) the groups present in each example."""
-        body = _predict_batch_body(examples, computed_groups, budget)
+        prefix within ``max_cost``, or (neither) the groups present in each example
+        (``budget``: the deprecated name of ``max_cost``)."""
+        max_cost = _cap(max_cost, budget, "predict_batch")
+        body = _predict_batch_body(examples, computed_groups, max_cost)
         return BudgetedPrediction.from_json(
             _check(self.http.post(f"/v1/models/{name}/predict", json=body)).json())
 
     def next_group(self, name: str, computed_groups: Iterable[str] = (),
+                   max_cost: float | None = None, *,
                    budget: float | None = None) -> NextStep:
-        body = _next_body(computed_groups, budget)
+        body = _next_body(computed_groups, _cap(max_cost, budget, "next_group"))
         return NextStep.from_json(_check(self.http.post(f"/v1/models/{name}/next",
                                                         json=body)).json())
 
@@ -553,14 +572,17 @@ class AsyncFeaturebudgetClient:
 
     async def predict_batch(self, name: str, examples: list[Example], *,
                             computed_groups: Iterable[str] | None = None,
+                            max_cost: float | None = None,
                             budget: float | None = None) -> BudgetedPrediction:
-        body = _predict_batch_body(examples, computed_groups, budget)
+        max_cost = _cap(max_cost, budget, "predict_batch")
+        body = _predict_batch_body(examples, computed_groups, max_cost)
         return BudgetedPrediction.from_json(
             _check(await self.http.post(f"/v1/models/{name}/predict", json=body)).json())
 
     async def next_group(self, name: str, computed_groups: Iterable[str] = (),
+                         max_cost: float | None = None, *,
                          budget: float | None = None) -> NextStep:
-        body = _next_body(computed_groups, budget)
+        body = _next_body(computed_groups, _cap(max_cost, budget, "next_group"))
         return NextStep.from_json(_check(await self.http.post(f"/v1/models/{name}/next",
                                                               json=body)).json())
 

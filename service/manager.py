@@ -234,17 +234,29 @@ class ModelManager:
                 raise ModelNotFoundError(f"no model named {name!r}")
 
     async def unfolded_models(self) -> list[str]:
-        """Models whose folding process stopped renewing its lease (e.g. killed): nothing is
-        folded until the lease expires and another process takes over. One line each."""
+        """Models no process folds now: the folding process stopped renewing its lease
+        (e.g. killed; another takes over when the lease expires), or none ever took it
+        (a batch model on a shared backend with no ``featurebudget worker`` running).
+        One line each; a model younger than one lease period is given that time first."""
         if not self.storage.shared:
             return []
-        names = [h.name for h in self.all_hosts()]
-        limit = self.settings.lease_seconds * 2 / 3  # renewals come every lease / 3
-        return [f"model {name}: not folded for {age:.1f} s (process {owner} stopped "
-                f"renewing its lease; another takes over within "
-                f"{max(0.0, self.settings.lease_seconds - age):.1f} s)"
-                for name, (age, owner) in sorted((await self.storage.heartbeats(names)).items())
-                if age > limit]
+        hosts = self.all_hosts()
+        lease = self.settings.lease_seconds
+        limit = lease * 2 / 3  # renewals come every lease / 3
+        beats = await self.storage.heartbeats([h.name for h in hosts])
+        now, lines = time.time(), []
+        for host in hosts:
+            if host.name in beats:
+                age, owner = beats[host.name]
+                if age > limit:
+                    lines.append(f"model {host.name}: not folded for {age:.1f} s (process "
+                                 f"{owner} stopped renewing its lease; another takes over "
+                                 f"within {max(0.0, lease - age):.1f} s)")
+            elif now - host.spec.created_at > lease:
+                who = "a `featurebudget worker` (no process runs the batch worker)" \
+                    if host.kind == "batch" else "an API process"
+                lines.append(f"model {host.name}: no process folds it; it needs {who}")
+        return lines
 
     # -------------------------------------------------------------- log
     async def append(self, host: Host, batches: list[ExampleBatch], fmt: str,

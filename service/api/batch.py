@@ -14,34 +14,46 @@ from service.api.deps import (
     WriteAccess,
     read_body,
 )
-from service.api.openapi import RETRAIN_LINKS
+from service.api.openapi import RETRAIN_LINKS, body_schema
 from service.batch.page import models_page, sequence_page
 from service.errors import MalformedBodyError, item_error
-from service.schemas import RollbackRequest
+from service.schemas import (
+    JobList,
+    JobPublic,
+    NextRequest,
+    NextResponse,
+    RollbackDone,
+    RollbackRequest,
+    VersionList,
+)
 
 router = APIRouter(prefix="/v1/models/{model}", tags=["batch models"],
                    route_class=KeyCheckedRoute)
 
 
 @router.post("/retrain", status_code=202, dependencies=[WriteAccess],
-             responses={202: RETRAIN_LINKS})
+             responses={202: RETRAIN_LINKS}, response_model=JobPublic,
+             response_model_exclude_unset=True)
 async def retrain(model: str, manager: Manager) -> dict:
     """Queue a retrain on everything appended so far; 202 with the job."""
     return await (await manager.get(model)).retrain()
 
 
-@router.get("/jobs", dependencies=[ReadAccess])
+@router.get("/jobs", dependencies=[ReadAccess], response_model=JobList,
+            response_model_exclude_unset=True)
 async def list_jobs(model: str, manager: Manager) -> dict:
     host = await manager.get(model)
     return {"model": host.name, "jobs": await host.jobs()}
 
 
-@router.get("/jobs/{job_id}", dependencies=[ReadAccess])
+@router.get("/jobs/{job_id}", dependencies=[ReadAccess], response_model=JobPublic,
+            response_model_exclude_unset=True)
 async def get_job(model: str, job_id: str, manager: Manager) -> dict:
     return await (await manager.get(model)).job(job_id)
 
 
-@router.delete("/jobs/{job_id}", status_code=202, dependencies=[WriteAccess])
+@router.delete("/jobs/{job_id}", status_code=202, dependencies=[WriteAccess],
+               response_model=JobPublic, response_model_exclude_unset=True)
 async def cancel_job(model: str, job_id: str, manager: Manager) -> dict:
     """Cancel a retrain job: a queued one at once (``status`` "cancelled"), a running one at
     its fit's next progress step (``cancel_requested``: true; it then ends "cancelled" and
@@ -49,20 +61,23 @@ async def cancel_job(model: str, job_id: str, manager: Manager) -> dict:
     return await (await manager.get(model)).cancel_job(job_id)
 
 
-@router.get("/versions", dependencies=[ReadAccess])
+@router.get("/versions", dependencies=[ReadAccess], response_model=VersionList)
 async def list_versions(model: str, manager: Manager) -> dict:
     return await (await manager.get(model)).versions()
 
 
-@router.post("/rollback", dependencies=[WriteAccess])
+@router.post("/rollback", dependencies=[WriteAccess], response_model=RollbackDone)
 async def rollback(model: str, body: RollbackRequest, manager: Manager) -> dict:
     return await (await manager.get(model)).rollback(body.version)
 
 
-@router.post("/next", dependencies=[ReadAccess])
+@router.post("/next", dependencies=[ReadAccess], response_model=NextResponse,
+             openapi_extra=body_schema(NextRequest))
 async def next_group(model: str, request: Request, manager: Manager,
                      settings: AppSettings) -> dict:
-    """The group to compute next given ``computed_groups`` (and a ``budget``)."""
+    """The group to compute next given ``computed_groups`` (and a ``max_cost``; ``budget``
+    is its deprecated alias). The body is read and checked by hand (the same problem
+    details as ``/predict``); its schema is :class:`~service.schemas.NextRequest`."""
     host = await manager.get(model)
     body = await read_body(request, settings.max_body_bytes)
     try:

@@ -54,8 +54,19 @@ PREDICT_BODY = {"requestBody": {"required": True, "content": {"application/json"
         "return_prediction_ids": {"type": "boolean", "description": "online models"},
         "computed_groups": {"type": "array", "items": {"type": "string"},
                             "description": "batch models: use exactly these groups"},
-        "budget": {"type": "number", "minimum": 0,
-                   "description": "batch models: the longest prefix within this cost"}}}}}}}
+        "max_cost": {"type": "number", "minimum": 0,
+                     "description": "batch models: the longest prefix within this cost"},
+        "budget": {"type": "number", "minimum": 0, "deprecated": True,
+                   "description": "batch models: deprecated alias of max_cost"}}}}}}}
+
+
+def body_schema(model) -> dict:
+    """``openapi_extra`` declaring a JSON request body of the pydantic ``model``'s schema
+    (for routes that read and check their body by hand)."""
+    return {"requestBody": {"required": False, "content": {
+        "application/json": {"schema": model.model_json_schema()}}}}
+
+
 SNAPSHOT_BODY = {"requestBody": {"required": True, "content": {
     "application/vnd.featurebudget.state": {"schema": {
         "type": "string", "format": "binary",

@@ -23,6 +23,7 @@ from service.batch.fit import check_estimator
 from service.batch.host import BatchHost
 from service.batch.ingest import parse_batch_items
 from service.batch.jobs import Job, JobStatus
+from service.batch.requests import assemble, cost_cap, selection
 from service.batch.spec import (
     PART_NAMES,
     estimate_fit_seconds,
@@ -338,13 +339,13 @@ class BatchModels:
         """``POST /predict`` of a batch model (see :mod:`service.batch.artifact`)."""
         served = self.served(host)  # one version for the whole request
         started = time.perf_counter()
-        unknown = set(document) - {"examples", "computed_groups", "budget"}
+        unknown = set(document) - {"examples", "computed_groups", "max_cost", "budget"}
         if unknown:
             name = sorted(unknown)[0]
             hint = " (return_prediction_ids is for online models)" \
                 if name == "return_prediction_ids" else ""
             raise item_error(f"unknown field for a batch model{hint}", field=name)
-        computed, budget = self._selection(host, document)
+        computed, budget = selection(host.layout, document)
         batch, present = parse_batch_items(document.get("examples"), host.layout,
                                            host.spec.task, require_targets=False)
         X = batch.X.to_scipy()
@@ -361,42 +362,23 @@ class BatchModels:
             rows_of.setdefault(tuple(S), []).append(row)
         for key, rows in rows_of.items():
             answers[key] = served.answer(X[rows] if len(rows) < n else X, list(key), budget)
-        out = _assemble(answers, rows_of, n)
+        out = assemble(answers, rows_of, n)
         out.update(model=host.name, version=served.version)
         metrics.PREDICT_SECONDS.labels(host.name).observe(time.perf_counter() - started)
         metrics.PREDICTIONS.labels(host.name).inc(n)
         return out
 
-    def _selection(self, host: BatchHost, document: dict) -> tuple[list[int] | None,
-                                                                   float | None]:
-        has_groups, has_budget = "computed_groups" in document, "budget" in document
-        if has_groups and has_budget:
-            raise item_error("give computed_groups or budget, not both", field="budget")
-        budget = document.get("budget")
-        if has_budget:
-            if isinstance(budget, bool) or not isinstance(budget, int | float) or \
-                    not np.isfinite(budget) or budget < 0:
-                raise item_error("must be a finite number >= 0", field="budget")
-            budget = float(budget)
-        computed = host.layout.group_ids(document["computed_groups"]) if has_groups else None
-        return computed, budget
-
     def next(self, host: BatchHost, document: dict) -> dict[str, Any]:
         served = self.served(host)
-        unknown = set(document) - {"computed_groups", "budget"}
+        unknown = set(document) - {"computed_groups", "max_cost", "budget"}
         if unknown:
             raise item_error("unknown field", field=sorted(unknown)[0])
         computed = host.layout.group_ids(document.get("computed_groups", []))
-        budget = document.get("budget")
-        if budget is not None and (isinstance(budget, bool) or
-                                   not isinstance(budget, int | float) or
-                                   not np.isfinite(budget) or budget < 0):
-            raise item_error("must be a finite number >= 0", field="budget")
+        cap = cost_cap(document, required=False)
         return {"model": host.name, "version": served.version,
                 "computed_groups": [host.layout.group_names[g] for g in computed],
                 "cost": host.layout.cost_of(computed),
-                "next_group": served.next_group(computed, None if budget is None
-                                                else float(budget))}
+                "next_group": served.next_group(computed, cap)}
 
     # ------------------------------------------------------------------ snapshots
     async def export_snapshot(self, host: BatchHost) -> bytes:
@@ -463,25 +445,6 @@ class BatchModels:
         return {"model": host.name, "examples_applied": fresh.examples,
                 "log_position": fresh.applied_id,
                 "version": None if host.served is None else host.served.version}
-
-
-def _assemble(answers: dict[tuple, dict], rows_of: dict[tuple, list[int]], n: int
-              ) -> dict[str, Any]:
-    """One response: per-example lists for predictions (and labels, probabilities); the
-    other fields are scalars when every example had the same set, else per-example lists."""
-    per_row = ("predictions", "labels", "probabilities")
-    if len(answers) == 1:
-        (answer,) = answers.values()
-        return dict(answer)
-    keys = {k for a in answers.values() for k in a}
-    out: dict[str, Any] = {k: [None] * n for k in keys}
-    for key, rows in rows_of.items():
-        answer = answers[key]
-        for k in keys:
-            value = answer.get(k)
-            for position, row in enumerate(rows):
-                out[k][row] = value[position] if k in per_row and value is not None else value
-    return out
 
 
 __all__ = ["BatchModels", "validate_batch_spec"]

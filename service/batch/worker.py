@@ -33,7 +33,7 @@ from service.errors import InputError
 from service.fold_loop import Fold
 from service.placement import Membership
 from service.schemas import ModelSpec
-from service.storage import LogEntry, Storage
+from service.storage import LogEntry, Storage, id_key
 
 log = logging.getLogger("featurebudget.worker")
 FINISHED = ("succeeded", "failed", "cancelled")
@@ -58,6 +58,7 @@ class BatchFold(RetrainJobs, Fold):
         self.params = split_params(spec)
         self.state = BatchFoldState(spec.family, self.layout, self.params)
         self.lock = threading.Lock()  # held while the state changes or is copied
+        self.status_floor = (-1, -1)  # publish counters from this log position on
         self.init_jobs()
 
     def start(self) -> None:
@@ -92,8 +93,14 @@ class BatchFold(RetrainJobs, Fold):
         await super().take_over(load=True)
 
     async def after_take_over(self) -> None:
+        """Requeue interrupted jobs. The counters the previous owner published stay until
+        this state has replayed as far (API processes describe the model from them: its
+        example count never goes back while the log after the snapshot is replayed)."""
         self.last_retrain_examples = self.state.examples
         await self.requeue_interrupted()
+        raw = await self.storage.load_status(self.name)
+        published = json.loads(raw).get("applied_id") if raw else None
+        self.status_floor = id_key(published if isinstance(published, str) else None)
         await self._publish_status()
 
     def replace_state(self, parsed: BatchFoldState, log_id: str | None) -> None:
@@ -106,7 +113,20 @@ class BatchFold(RetrainJobs, Fold):
 
     def _apply_entries(self, entries: list[LogEntry]) -> tuple[int, list]:
         """Worker thread: parse entries in log order and fold them, each exactly once, as
-        one block (a malformed entry is skipped and dead-lettered)."""
+        one block (a malformed entry is skipped and dead-lettered). A read of FBX1 entries
+        is parsed as one block (``parse_batch_entries``: no per-entry arrays, so
+        one-example entries fold at the rate of bulk ones); any other read, or one with a
+        malformed entry, entry by entry."""
+        from service.batch.ingest import parse_batch_entries
+
+        block = parse_batch_entries([entry.fields for entry in entries], self.layout,
+                                    self.spec.task)
+        if block is not None:
+            batch, counts = block
+            with self.lock:
+                self.state.apply_block([entry.id for entry in entries], counts,
+                                       batch.X.to_scipy(), batch.labels)
+            return len(batch), []
         n, rejected, parsed = 0, [], []
         for entry in entries:
             try:
@@ -141,7 +161,8 @@ class BatchFold(RetrainJobs, Fold):
 
     async def _publish_status(self) -> None:
         status = self.status()
-        await self.storage.save_status(self.name, json.dumps(status).encode())
+        if id_key(self.state.applied_id) >= self.status_floor:
+            await self.storage.save_status(self.name, json.dumps(status).encode())
         gauge = family_of(self.spec.family).gauge()
         gauge.labels(self.name).set(status["train_examples"] + status["validation_examples"])
 
