@@ -20,33 +20,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # tests.support, when this is imported from a script
+    sys.path.insert(0, str(ROOT))
 
-
-# ---------------------------------------------------------------------------- ports
-def port_free(port: int) -> bool:
-    """Whether a server could bind ``port`` on 127.0.0.1 now (as uvicorn binds)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port() -> int:
-    """A port the kernel hands out as free (anywhere in its ephemeral range)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def pick_port(first: int, last: int, *, skip: tuple[int, ...] = ()) -> int:
-    """The first free port in ``first..last`` (inclusive), ``skip`` excepted."""
-    for port in range(first, last + 1):
-        if port not in skip and port_free(port):
-            return port
-    raise RuntimeError(f"no free port in {first}-{last}")
+from tests.support.ports import free_port, pick_port, port_free  # noqa: E402, F401
 
 
 # ---------------------------------------------------------------------------- processes

@@ -62,10 +62,12 @@ from _servers import Child, wait_ready  # noqa: E402
 
 from algorithms.anytime import AnytimeLinearModel, SufficientStatistics  # noqa: E402
 from algorithms.sparse import CSRBatch  # noqa: E402
+from clients import FeaturebudgetClient  # noqa: E402
 from service import wire  # noqa: E402
 from service.batch.fold_state import BatchFoldState, held_out  # noqa: E402
 from service.batch.spec import BatchLayout, split_params  # noqa: E402
 from service.schemas import ModelCreate  # noqa: E402
+from tests.support.models import create_from_body  # noqa: E402
 
 ROWS = 100  # examples per log entry
 GROUP_SIZE = 10
@@ -148,11 +150,7 @@ def wait_owned(r, model: str, worker: Child, timeout: float = 240.0) -> None:
 
 
 def create_model(client: httpx.Client, body: dict) -> None:
-    client.delete(f"/v1/models/{body['name']}")
-    response = client.post("/v1/models", json=body)
-    if response.status_code >= 300:
-        raise RuntimeError(f"POST /v1/models {body['name']}: {response.status_code} "
-                           f"{response.text[:500]}")
+    create_from_body(FeaturebudgetClient(http=client), body, replace=True)
 
 
 def append(r, model: str, payloads: list[bytes], ids: list[str] | None = None) -> list[str]:

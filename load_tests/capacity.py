@@ -88,6 +88,9 @@ from _proc import cpu_seconds, machine_busy_seconds  # noqa: E402
 from _proc import run_role as run_async_role  # noqa: E402
 from _servers import Child, pick_port, serve, service_env, wait_ready  # noqa: E402
 
+from clients import FeaturebudgetClient  # noqa: E402
+from tests.support.models import create_from_body  # noqa: E402
+
 REDIS_URL = "redis://127.0.0.1:6379/7"
 PORTS = (18100, 18199)
 SMALL_D, SMALL_INFORMATIVE, SMALL_NOISE, SMALL_BUDGET = 1000, 10, 10, 20
@@ -821,9 +824,8 @@ def main(argv=None) -> int:
             say(f"{n} process{'es' if n > 1 else ''}: starting serve-{n} ...")
             run: dict = {"processes": n, "startup_s": cluster.start()}
             if n == 1:
-                cluster.clients[0].post("/v1/models", json={
-                    "name": BIG_MODEL, "algorithm": "sofs", "n_features": BIG_D,
-                    "budget": BIG_BUDGET}).raise_for_status()
+                FeaturebudgetClient(http=cluster.clients[0]).create_model(
+                    BIG_MODEL, algorithm="sofs", n_features=BIG_D, budget=BIG_BUDGET)
             run["big_alone"] = {}
             placed(run["big_alone"])
             run["big"] = ingest(f"big-{n}", [BIG_MODEL], big_entries)
@@ -837,7 +839,7 @@ def main(argv=None) -> int:
                     "n_features": SMALL_D}
             if i % 2 == 0:
                 body["budget"] = SMALL_BUDGET
-            client.post("/v1/models", json=body).raise_for_status()
+            create_from_body(FeaturebudgetClient(http=client), body)
         cluster.models = sorted([*smalls, BIG_MODEL])
         for n in range(n_processes, 0, -1):
             if len(cluster.servers) > n:

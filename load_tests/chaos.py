@@ -72,12 +72,15 @@ from _servers import (  # noqa: E402
 
 from algorithms.online import LEARNERS  # noqa: E402
 from algorithms.serialization import loads_state  # noqa: E402
+from clients import FeaturebudgetClient  # noqa: E402
 from service import wire  # noqa: E402
 from service.batch.fold_state import BatchFoldState  # noqa: E402
 from service.batch.ingest import parse_batch_entry  # noqa: E402
 from service.batch.spec import BatchLayout, split_params  # noqa: E402
-from service.ingest import concat, parse_entry  # noqa: E402
+from service.ingest import parse_entry  # noqa: E402
 from service.schemas import ModelCreate  # noqa: E402
+from tests.support.models import create_from_body  # noqa: E402
+from tests.support.online import concat  # noqa: E402
 
 ONLINE = {"name": "chaos_online", "algorithm": "sofs", "n_features": 5000, "budget": 50}
 GROUPS = [{"name": f"g{g}", "features": [f"g{g}_{k}" for k in range(4)], "cost": 1.0 + g}
@@ -449,9 +452,9 @@ def main(argv=None) -> int:
                     "recovered": {}}
     try:
         wait_ready(api)
-        with httpx.Client(base_url=api.url, timeout=30) as client:
-            client.post("/v1/models", json=ONLINE).raise_for_status()
-            client.post("/v1/models", json=BATCH).raise_for_status()
+        with FeaturebudgetClient(api.url, timeout=30) as client:
+            create_from_body(client, ONLINE)
+            create_from_body(client, BATCH)
         wait_for(lambda: owner_pid(r, "chaos_online") is not None, 30)
         run = Run(api.url, redis_url, args.seed, f"http://127.0.0.1:{metrics_port}")
         run.start(args)

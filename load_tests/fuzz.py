@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from _servers import pick_port, serve, service_env, wait_ready  # noqa: E402
 
-from tests.service.fuzzing import Fuzzer  # noqa: E402
+from tests.support.fuzzing import Fuzzer  # noqa: E402
 
 # cases per suite and round (a round takes about a minute on the 2-core machine)
 ROUND = {"schema": 20, "stateful": 20, "methods": 1, "libsvm": 400, "fbx1": 400,

@@ -93,6 +93,9 @@ from _proc import TICK, cpu_seconds, machine_busy_seconds  # noqa: E402
 from _proc import run_role as run_async_role  # noqa: E402
 from _servers import Child, serve, service_env, wait_ready  # noqa: E402
 
+from clients import FeaturebudgetClient  # noqa: E402
+from tests.support.models import create_from_body  # noqa: E402
+
 PORT = 18820  # this test's range is 18820-18830
 REDIS_URL = "redis://127.0.0.1:6379/10"  # --backend redis (flushed at the start)
 INGEST_ROWS = 2000  # examples per body / stream entry of the online ingestion scenarios
@@ -1071,16 +1074,11 @@ def main(argv=None) -> int:
         server = start_server(str(data_dir), str(work), redis_url)
         results["startup_seconds"] = server.startup_seconds
         client = httpx.Client(base_url=server.url, timeout=120)
-        for name in (BATCH_MODEL, ONLINE_MODEL):
-            client.delete(f"/v1/models/{name}")
         for body in ({"name": BATCH_MODEL, "algorithm": "cs-g-omp", "task": "regression",
                       "groups": groups, "params": dict(NO_POLICY)},
                      {"name": ONLINE_MODEL, "algorithm": "sofs", "n_features": 20_000,
                       "budget": 200}):
-            response = client.post("/v1/models", json=body)
-            if response.status_code >= 300:
-                raise RuntimeError(f"POST /v1/models {body['name']}: {response.status_code} "
-                                   f"{response.text[:400]}")
+            create_from_body(FeaturebudgetClient(http=client), body, replace=True)
         print("training ...", file=sys.stderr)
         for body in train_bodies:
             client.post(f"/v1/models/{BATCH_MODEL}/examples", params={"wait": "true"},

@@ -44,9 +44,11 @@ from _servers import Child, free_port, serve, service_env, wait_ready  # noqa: E
 
 from algorithms.datasets.online_synthetic import make_x1  # noqa: E402
 from algorithms.online import LEARNERS  # noqa: E402
+from clients import FeaturebudgetClient  # noqa: E402
 from clients.stream import StreamProducer  # noqa: E402
 from service import wire  # noqa: E402
 from service.storage import id_key  # noqa: E402
+from tests.support.models import create_from_body  # noqa: E402
 
 TARGETS = {"stream-binary": 0.50, "stream-libsvm": 0.20, "rest-libsvm": 0.20, "rest-json": 0.10,
            "rest-binary": None}  # no target in the issue: shows the cost of text parsing
@@ -91,11 +93,9 @@ def wait_applied(client: httpx.Client, model: str, last_id: str, timeout=600.0) 
 
 
 def create(client: httpx.Client, name: str, args) -> None:
-    client.delete(f"/v1/models/{name}")
     body = {"name": name, "algorithm": args.algorithm, "budget": args.budget,
             "n_features": args.n_features}
-    response = client.post("/v1/models", json=body)
-    response.raise_for_status()
+    create_from_body(FeaturebudgetClient(http=client), body, replace=True)
 
 
 def run_stream(client, redis_url, name, entries: list[tuple[bytes, bytes]]) -> float:

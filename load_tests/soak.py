@@ -59,7 +59,9 @@ sys.path.insert(0, str(ROOT))
 
 from _servers import children_of, pick_port, rss_bytes, serve, service_env, wait_ready  # noqa: E402
 
+from clients import FeaturebudgetClient  # noqa: E402
 from service import wire  # noqa: E402
+from tests.support.models import create_from_body  # noqa: E402
 
 MODELS = {
     "soak_sofs": {"name": "soak_sofs", "algorithm": "sofs", "n_features": 10_000, "budget": 100},
@@ -474,7 +476,7 @@ def main(argv=None) -> int:
         results["startup_seconds"] = wait_ready(server)
         with httpx.Client(base_url=server.url, timeout=60) as client:
             for body in MODELS.values():
-                client.post("/v1/models", json=body).raise_for_status()
+                create_from_body(FeaturebudgetClient(http=client), body)
             traffic = Traffic(server.url, args.redis_url, data, args)
             started = time.monotonic()
             traffic.start()

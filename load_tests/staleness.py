@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT / "load_tests"))
 from _servers import pick_port, serve, service_env, wait_ready  # noqa: E402
 
 from algorithms.datasets.online_synthetic import make_x1  # noqa: E402
+from clients import FeaturebudgetClient  # noqa: E402
 from service.storage import id_key  # noqa: E402
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
@@ -110,12 +111,11 @@ def main(argv=None) -> int:
         for server in servers:
             wait_ready(server)
         clients = [httpx.Client(base_url=s.url, timeout=60) for s in servers]
-        assert clients[0].post("/v1/models", json={
-            "name": "m", "algorithm": "sofs", "budget": 200,
-            "n_features": X.n_features}).status_code == 201
+        FeaturebudgetClient(http=clients[0]).create_model(
+            "m", algorithm="sofs", budget=200, n_features=X.n_features)
         for _ in range(3):  # both processes know the model and a first view exists
-            clients[1].post("/v1/models/m/examples?wait=true",
-                            json={"examples": examples(X, y, 0, 10)})
+            FeaturebudgetClient(http=clients[1]).post_examples("m", examples(X, y, 0, 10),
+                                                               wait=True)
         owner = [c.get("/v1/models/m").json()["owner"] for c in clients].index(True)
         writer = clients[1 - owner]  # post to the process that does not fold
 

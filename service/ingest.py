@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from algorithms.sparse import CSRBatch, concat_batches
+from algorithms.sparse import CSRBatch
 from algorithms.sparse._validate import MAX_ABS_VALUE
 from algorithms.sparse.libsvm import LibsvmFormatError, line_of_row, parse_libsvm
 from service import wire
@@ -53,14 +53,6 @@ class ExampleBatch:
             return self.raw
         return wire.encode_batch(self.X.indptr, self.X.indices, self.X.values, self.labels,
                                  targets=self.labels.dtype.kind == "f")
-
-
-def concat(batches: list[ExampleBatch]) -> ExampleBatch:
-    """One batch holding ``batches`` in order. O(total nnz)."""
-    if len(batches) == 1:
-        return batches[0]
-    return ExampleBatch(concat_batches([b.X for b in batches]),
-                        np.concatenate([b.labels for b in batches]))
 
 
 # ---------------------------------------------------------------- vectorized validation

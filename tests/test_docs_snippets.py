@@ -101,7 +101,7 @@ def _params():
 @pytest.mark.parametrize("path", _params())
 def test_python_snippets_run(path: Path, tmp_path, monkeypatch):
     from service.settings import Settings
-    from tests.live_server import live_server
+    from tests.support.live_server import live_server
 
     blocks = [b for b in _python_blocks(path) if b.skip is None]
     everything = "".join(b.code for b in blocks)

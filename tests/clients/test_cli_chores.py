@@ -11,7 +11,7 @@ import pytest
 from clients.http import FeaturebudgetClient
 from service.cli import build_parser, main
 from service.settings import Settings
-from tests.live_server import live_server
+from tests.support.live_server import live_server
 
 
 @pytest.fixture
@@ -200,7 +200,7 @@ def test_api_key_from_the_environment(keyed_server, capsys, monkeypatch):
 
 
 def test_unreachable_service(capsys):
-    from tests.live_server import free_port
+    from tests.support.ports import free_port
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     status, _, err = run(capsys, "models", "list", "--url", url)

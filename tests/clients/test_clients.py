@@ -19,11 +19,8 @@ from clients.stream import StreamProducer
 from service import wire
 from service.app import create_app
 from service.settings import Settings
-from tests.service.conftest import (
-    REDIS_URL,
-    redis_url,  # noqa: F401 - fixture
-    same_state,
-)
+from tests.support.online import same_state
+from tests.support.redis_db import REDIS_URL, redis_url  # noqa: F401 - fixture
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -11,24 +9,8 @@ from fastapi.testclient import TestClient
 from algorithms.datasets.online_synthetic import make_x1
 from service.app import create_app
 from service.settings import Settings
-
-REDIS_URL = os.environ.get("FEATUREBUDGET_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-
-
-@pytest.fixture
-def redis_url():
-    """The test Redis database, flushed before and after the test."""
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        pytest.skip(f"no Redis server at {REDIS_URL} (set FEATUREBUDGET_TEST_REDIS_URL)")
-    client.flushdb()
-    yield REDIS_URL
-    client.flushdb()
-    client.close()
+from tests.support.redis_cluster import cluster_url  # noqa: F401 (a fixture)
+from tests.support.redis_db import REDIS_URL, redis_url  # noqa: F401 (the fixture)
 
 
 @pytest.fixture(params=["local", pytest.param("redis", marks=pytest.mark.redis)])
@@ -63,42 +45,16 @@ def x1():
     return X, y.astype(np.int8)
 
 
-def json_examples(X, y, start: int, stop: int) -> list[dict]:
-    out = []
-    for row in range(start, stop):
-        lo, hi = X.indptr[row], X.indptr[row + 1]
-        out.append({"indices": X.indices[lo:hi].tolist(), "values": X.values[lo:hi].tolist(),
-                    "label": int(y[row])})
-    return out
+@pytest.fixture
+def batch_client(make_settings):
+    """A test client of an app with the batch worker, quick job polls and version checks."""
+    with TestClient(create_app(make_settings(batch_worker=True, job_poll_seconds=0.05,
+                                             version_check_seconds=0.2))) as client:
+        yield client
 
 
-def libsvm_text(X, y, start: int, stop: int) -> bytes:
-    lines = []
-    for row in range(start, stop):
-        lo, hi = X.indptr[row], X.indptr[row + 1]
-        pairs = " ".join(f"{i + 1}:{v!r}" for i, v in zip(X.indices[lo:hi].tolist(),
-                                                           X.values[lo:hi].tolist(), strict=True))
-        lines.append(f"{int(y[row])} {pairs}")
-    return ("\n".join(lines) + "\n").encode()
-
-
-def create(client, name="m", algorithm="sofs", **extra) -> dict:
-    body = {"name": name, "algorithm": algorithm, "budget": 20, "n_features": 2000}
-    body.update(extra)
-    response = client.post("/v1/models", json=body)
-    assert response.status_code == 201, response.text
-    return response.json()
-
-
-def same_state(a: dict, b: dict) -> bool:
-    """Bit-equal learner states (arrays compared exactly, service keys ignored)."""
-    keys = {k for k in a if not k.startswith("svc_")} | {k for k in b if not k.startswith("svc_")}
-    for key in keys:
-        left, right = a.get(key), b.get(key)
-        if isinstance(left, np.ndarray) or isinstance(right, np.ndarray):
-            left, right = np.asarray(left), np.asarray(right)
-            if left.shape != right.shape or left.tobytes() != right.tobytes():
-                return False
-        elif left != right:
-            return False
-    return True
+@pytest.fixture(scope="module")
+def stream_data():
+    """The crash tests' stream: 1,600 X1 rows (d = 20,000, 600 non-zeros each), int8 labels."""
+    X, y, _ = make_x1(n_samples=1600, seed=11)  # X1: d = 20,000, 600 non-zeros per example
+    return X, y.astype(np.int8)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from service import wire
 from service.app import create_app
-from tests.service.conftest import create
+from tests.support.online import create
 
 
 def _hashed(client, name="h", bits=12):
@@ -314,7 +314,7 @@ def test_a_typo_in_a_key_role_stops_serve_at_start_up(tmp_path, monkeypatch):
     import subprocess
     import sys
 
-    from tests.service.test_prometheus import ROOT
+    from tests.support.processes import ROOT
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEATUREBUDGET_")}
     env.update(FEATUREBUDGET_API_KEYS="secret-admin,t:reed",

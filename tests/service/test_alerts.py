@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.service.test_prometheus import DOCKER, binary
+from tests.support.processes import DOCKER, binary
 
 RULES = DOCKER / "prometheus/alerts.yml"
 UNIT_TESTS = DOCKER / "prometheus/alerts.test.yml"

@@ -47,7 +47,7 @@ def test_a_budgeted_answer_runs_on_an_answer_thread(make_settings, monkeypatch):
 
     from service.app import create_app
     from service.batch import artifact
-    from tests.service.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
+    from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
 
     seen = []
     answer = artifact.Artifact.answer

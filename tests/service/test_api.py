@@ -13,7 +13,7 @@ from algorithms.online import LEARNERS, learner_from_state
 from algorithms.serialization import loads_state
 from service import wire
 from service.app import create_app
-from tests.service.conftest import create, json_examples, libsvm_text, same_state
+from tests.support.online import create, json_examples, libsvm_text, same_state
 
 
 def oracle(X, y, n, algorithm="sofs", **params):

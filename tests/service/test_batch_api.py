@@ -17,44 +17,14 @@ from algorithms.gbfs import GBFS
 from algorithms.nvsd import RelaxedNVSD
 from service import wire
 from service.app import create_app
-from tests.service.batch_data import (
+from tests.support.batch_api import create_batch, retrain
+from tests.support.batch_data import (
     DIABETES_GROUPS,
-    NO_POLICY,
     diabetes,
     named_examples,
     reference_statistics,
     split_like_the_fold,
 )
-
-
-@pytest.fixture
-def batch_client(make_settings):
-    with TestClient(create_app(make_settings(batch_worker=True, job_poll_seconds=0.05,
-                                             version_check_seconds=0.2))) as client:
-        yield client
-
-
-def create_batch(client, name="d", algorithm="cs-g-omp", groups=DIABETES_GROUPS, **extra):
-    body = {"name": name, "algorithm": algorithm, "groups": groups,
-            "params": dict(NO_POLICY)}
-    body["params"].update(extra.pop("params", {}))
-    body.update(extra)
-    response = client.post("/v1/models", json=body)
-    assert response.status_code == 201, response.text
-    return response.json()
-
-
-def retrain(client, name="d", timeout=120.0) -> dict:
-    response = client.post(f"/v1/models/{name}/retrain")
-    assert response.status_code == 202, response.text
-    job_id = response.json()["id"]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.get(f"/v1/models/{name}/jobs/{job_id}").json()
-        if job["status"] in ("succeeded", "failed"):
-            return job
-        time.sleep(0.02)
-    raise AssertionError(f"job {job_id} did not finish: {job}")
 
 
 def wait_version(client, name: str, version: int, timeout=10.0) -> None:

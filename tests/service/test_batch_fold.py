@@ -12,7 +12,7 @@ from algorithms.sparse import CSRBatch
 from service.batch.fold_state import BatchFoldState, RowWindow, held_out, splitmix64
 from service.batch.spec import BatchLayout, Window, split_params
 from service.schemas import ModelCreate
-from tests.service.batch_data import DIABETES_GROUPS, assert_same_fold, diabetes
+from tests.support.batch_data import DIABETES_GROUPS, assert_same_fold, diabetes
 
 
 def csr(X: np.ndarray) -> CSRBatch:

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 
 from service.batch import page
-from tests.service.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
-from tests.service.test_crash import free_port, wait_ready
+from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
+from tests.support.ports import free_port
+from tests.support.processes import wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN, VALIDATION = (0x1F, 0x77, 0xB4), (0xD6, 0x27, 0x28)  # the page's series colors

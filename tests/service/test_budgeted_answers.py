@@ -16,14 +16,14 @@ from algorithms.serialization import loads_state
 from service.batch.artifact import unpack
 from service.batch.spec import BatchLayout
 from service.schemas import ModelCreate
-from tests.service.batch_data import (
+from tests.support.batch_api import create_batch, retrain
+from tests.support.batch_data import (
     DIABETES_GROUPS,
     diabetes,
     named_examples,
     reference_statistics,
     split_like_the_fold,
 )
-from tests.service.test_batch_api import batch_client, create_batch, retrain  # noqa: F401
 
 GROUPS = [[0, 1], [2, 3], [4, 5, 6], [7, 8, 9]]
 COSTS = [1.0, 2.0, 3.0, 4.0]
@@ -71,7 +71,7 @@ def _name(g):
 
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_gbfs_answers_with_every_tree_and_the_held_out_figures_of_exactly_the_set(
-        batch_client, task):  # noqa: F811
+        batch_client, task):
     X, y = diabetes()
     y = _labels(y) if task == "classification" else y
     params = {"n_estimators": 40, "max_depth": 3, "window": {"kind": "newest", "size": 300}}
@@ -118,7 +118,7 @@ def test_gbfs_answers_with_every_tree_and_the_held_out_figures_of_exactly_the_se
 
 
 @pytest.mark.parametrize("task", ["regression", "classification"])
-def test_auto_answers_each_set_with_its_better_half(batch_client, task):  # noqa: F811
+def test_auto_answers_each_set_with_its_better_half(batch_client, task):
     X, y = diabetes()
     y = _labels(y) if task == "classification" else y
     params = {"gbfs_params": {"n_estimators": 30, "max_depth": 3},
@@ -154,7 +154,7 @@ def test_auto_answers_each_set_with_its_better_half(batch_client, task):  # noqa
 
 
 def test_anytime_classification_reports_held_out_error_and_calibrated_probabilities(
-        batch_client):  # noqa: F811
+        batch_client):
     X, y = diabetes()
     y = _labels(y)
     create_batch(batch_client, task="classification")

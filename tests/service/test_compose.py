@@ -14,7 +14,7 @@ import yaml
 
 from service.cli import build_parser
 from service.settings import Settings
-from tests.service.test_prometheus import DOCKER
+from tests.support.processes import DOCKER
 
 COMPOSE = DOCKER / "compose.yaml"
 

@@ -44,14 +44,12 @@ from service.errors import NotReplicatedError as NotConfirmed
 from service.settings import Settings
 from service.storage.base import LogEntry
 from service.storage.redis import RedisStorage
-from tests.service.conftest import same_state
 from tests.service.storage_backends import log_entries
-from tests.service.test_crash import MODEL, oracle_state, serve_on_redis, wait_ready
-from tests.service.test_redis_cluster import (
-    _node,
-    _wait,
-    cluster_url,  # noqa: F401 (fixture)
-)
+from tests.support.crash import MODEL, oracle_state
+from tests.support.online import same_state
+from tests.support.processes import serve_on_redis, wait_ready
+from tests.support.redis_cluster import node as _node
+from tests.support.redis_cluster import wait_for as _wait
 
 MASTER, REPLICA, LONE = 18450, 18451, 18455
 SENTINELS = [18452, 18453, 18454]
@@ -405,7 +403,7 @@ def test_serve_refuses_a_sentinel_url_without_a_master(tmp_path):
     assert "a Redis Sentinel URL names the master" in done.stdout + done.stderr
 
 
-def test_confirmed_writes_on_a_cluster(cluster_url):  # noqa: F811
+def test_confirmed_writes_on_a_cluster(cluster_url):
     """Each write WAITs on the master of its slot (a plain connection to that node); the
     raw reader WAITs after its read; more replicas than a shard has: refused, kept."""
     name = "w"

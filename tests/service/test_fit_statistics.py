@@ -29,7 +29,7 @@ from service.batch.fold_state import held_out
 from service.batch.publish_statistics import END, PublishError, publish, publish_statistics
 from service.cli import main
 from service.settings import Settings
-from tests.service.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
+from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
 
 D = 10
 FRACTION = 0.25

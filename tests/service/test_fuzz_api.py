@@ -16,9 +16,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from tests.service.fuzzing import Answer, Fuzzer, differences, zip_members, zip_of
-from tests.service.test_crash import ROOT, wait_ready
-from tests.service.test_snapshot_import import zip_with
+from tests.support.fuzzing import Answer, Fuzzer, differences, zip_members, zip_of
+from tests.support.processes import ROOT, wait_ready
+from tests.support.zips import zip_with
 
 pytestmark = pytest.mark.slow
 SEED = 2026

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from service import wire
 from service.app import create_app
-from tests.service.conftest import create
 from tests.service.storage_backends import log_entries
+from tests.support.online import create
 
 
 @pytest.mark.parametrize("value", [1e308, -1e300, 2.0 ** 50, 1e16])
@@ -118,7 +118,7 @@ def gauge(client, name: str, model: str) -> float | None:
 
 
 def test_gauges_follow_a_restore_and_a_restart(make_settings, x1):
-    from tests.service.conftest import json_examples
+    from tests.support.online import json_examples
 
     X, y = x1
     settings = make_settings()

@@ -14,7 +14,7 @@ import sys
 import tomllib
 
 from service.cli import build_parser
-from tests.service.test_prometheus import DOCKER, ROOT
+from tests.support.processes import DOCKER, ROOT
 
 DOCKERFILE = DOCKER / "Dockerfile"
 COMPILERS = re.compile(r"\b(gcc|g\+\+|clang|build-essential|cc|make|gfortran|python3?-dev)\b")

@@ -25,7 +25,7 @@ from service.storage.redis import (
     RedisStorage,
     transfer_timeout,
 )
-from tests.service.batch_data import NO_POLICY
+from tests.support.batch_data import NO_POLICY
 
 pytestmark = pytest.mark.redis
 

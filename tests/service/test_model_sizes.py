@@ -27,7 +27,7 @@ from service.batch.spec import (
     split_params,
 )
 from service.schemas import ModelCreate
-from tests.service.batch_data import NO_POLICY
+from tests.support.batch_data import NO_POLICY
 
 
 def groups(n_groups: int, size: int) -> list[dict]:

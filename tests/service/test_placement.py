@@ -22,8 +22,8 @@ from clients.stream import StreamProducer
 from service import wire
 from service.ingest import parse_entry
 from service.placement import place
-from tests.service.conftest import same_state
-from tests.service.test_crash import serve_on_redis, wait_ready
+from tests.support.online import same_state
+from tests.support.processes import serve_on_redis, wait_ready
 
 
 def test_placement_is_balanced_deterministic_and_moves_few_models():

@@ -11,9 +11,7 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,11 +24,11 @@ import redis
 import yaml
 
 from service import wire
-from tests.service.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
-from tests.service.conftest import json_examples, libsvm_text
+from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
+from tests.support.online import json_examples, libsvm_text
+from tests.support.ports import free_ports
+from tests.support.processes import DOCKER, ROOT, binary, ready, wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCKER = ROOT / "docker"
 DASHBOARD = DOCKER / "grafana/dashboards/featurebudget.json"
 PORTS = range(18200, 18300)  # this suite's loopback ports for servers and Prometheus
 
@@ -38,30 +36,6 @@ PORTS = range(18200, 18300)  # this suite's loopback ports for servers and Prome
 # staleness histogram featurebudget_read_staleness_seconds is exported and observed by the
 # API processes that do not fold a model, so its panel is checked like every other.)
 NOT_REQUIRED: dict[str, str] = {}
-
-
-def binary(name: str) -> str:
-    """A Prometheus tool: CI must have it (.ci/run installs Debian's package)."""
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI needs {name} (.ci/run installs Debian's prometheus package)")
-        pytest.skip(f"no {name} on this machine (apt-get install prometheus)")
-    return path
-
-
-def free_ports(count: int) -> list[int]:
-    ports = []
-    for port in PORTS:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        ports.append(port)
-        if len(ports) == count:
-            return ports
-    raise AssertionError(f"fewer than {count} free ports in {PORTS}")
 
 
 def dashboard_expressions() -> list[tuple[str, str]]:
@@ -119,25 +93,6 @@ class Processes:
 
     def log(self, name: str) -> str:
         return (self.tmp_path / f"{name}.log").read_text(errors="replace")
-
-
-def wait_until(predicate, what: str, timeout: float = 60.0, processes=()):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except (httpx.HTTPError, ValueError, KeyError):
-            pass
-        for process in processes:
-            assert process.poll() is None, f"a process exited while waiting for {what}"
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def ready(url: str) -> bool:
-    return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
 
 
 def query(prometheus: str, expr: str) -> list[dict]:
@@ -200,7 +155,7 @@ def steal_refused_snapshot(client: httpx.Client, store: redis.Redis, url: str, x
 def test_every_dashboard_query_returns_data_from_a_live_service(tmp_path, redis_url, x1):
     prometheus_bin = binary("prometheus")
     X, y = x1
-    api_port, worker_port, prom_port = free_ports(3)
+    api_port, worker_port, prom_port = free_ports(3, PORTS)
     (tmp_path / "multiproc").mkdir()
     env = dict(os.environ, FEATUREBUDGET_REDIS_URL=redis_url,
                FEATUREBUDGET_DATA_DIR=str(tmp_path / "data"),

@@ -14,8 +14,8 @@ import pytest
 from algorithms.online import LEARNERS
 from algorithms.sparse import CSRBatch
 from service.view import ServingView, ViewFormatError, decode
-from tests.service.conftest import json_examples
-from tests.service.test_crash import serve_on_redis, wait_ready
+from tests.support.online import json_examples
+from tests.support.processes import serve_on_redis, wait_ready
 
 
 def _view(indices, values, **extra) -> ServingView:

@@ -14,125 +14,33 @@ Skipped when redis-server / redis-cli lack cluster support (failed instead under
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import socket
-import subprocess
-import time
 
 import pytest
-import redis
 
 from clients.stream import StreamProducer, redis_client
 from service import wire
 from service.storage.redis import RedisStorage
-from tests.service import test_batch_crash, test_crash
 from tests.service.storage_backends import log_entries
-from tests.service.test_batch_crash import killed_worker_loses_and_duplicates_nothing
-from tests.service.test_crash import sigkill_redis_backend, stream_data  # noqa: F401 (fixture)
+from tests.support import batch_crash, crash
+from tests.support.batch_crash import killed_worker_loses_and_duplicates_nothing
+from tests.support.crash import sigkill_redis_backend
+from tests.support.redis_cluster import PORTS
+from tests.support.redis_cluster import node as _node
+from tests.support.redis_cluster import wait_for as _wait
 
-PORTS = list(range(18400, 18406))
-URL = "redis+cluster://127.0.0.1:18400,127.0.0.1:18401,127.0.0.1:18402/"
 ONLINE, BATCH = "m", "c"  # on two different masters; the index on the third (checked)
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"Redis Cluster test cannot run under CI: {reason}")
-    pytest.skip(reason)
-
-
-def _node(port: int) -> redis.Redis:
-    return redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
-
-
-def _wait(condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except (redis.RedisError, OSError):
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture(scope="module")
-def cluster_url(tmp_path_factory):
-    """A fresh 3-master, 3-replica cluster for this module; torn down after it."""
-    server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
-    if server is None or cli is None:
-        _unavailable("redis-server and redis-cli are not installed")
-    usage = subprocess.run([cli, "--cluster", "help"], capture_output=True, text=True)
-    if "create" not in usage.stdout + usage.stderr:
-        _unavailable("this redis-cli has no --cluster create (Redis < 5)")
-    for port in PORTS:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                pytest.fail(f"port {port} is in use (a cluster left running?)")
-    base = tmp_path_factory.mktemp("redis-cluster")
-    processes: list[subprocess.Popen] = []
-    try:
-        for port in PORTS:
-            directory = base / str(port)
-            directory.mkdir()
-            processes.append(subprocess.Popen(
-                [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                 "--cluster-config-file", str(directory / "nodes.conf"),
-                 "--cluster-node-timeout", "2000", "--dir", str(directory), "--save", "",
-                 "--appendonly", "no", "--logfile", str(directory / "redis.log")],
-                stdout=subprocess.DEVNULL, stderr=open(directory / "stderr", "wb")))  # noqa: SIM115
-        for port, process in zip(PORTS, processes, strict=True):
-            deadline = time.monotonic() + 20
-            while True:
-                if process.poll() is not None:
-                    error = (base / str(port) / "stderr").read_text(errors="replace")
-                    if "cluster" in error.lower() or "bad directive" in error.lower():
-                        _unavailable(f"redis-server lacks cluster support: {error.strip()}")
-                    pytest.fail(f"redis-server on {port} exited: {error.strip()}")
-                try:
-                    if _node(port).ping():
-                        break
-                except redis.RedisError:
-                    pass
-                assert time.monotonic() < deadline, f"redis-server on {port} never answered"
-                time.sleep(0.05)
-        if _node(PORTS[0]).info("server").get("redis_mode") != "cluster":
-            _unavailable("redis-server ignored --cluster-enabled yes")
-        create = subprocess.run(
-            [cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in PORTS),
-             "--cluster-replicas", "1", "--cluster-yes"], capture_output=True, text=True,
-            timeout=60)
-        assert create.returncode == 0, create.stdout + create.stderr
-        _wait(lambda: all(_node(p).cluster("info")["cluster_state"] == "ok"
-                          for p in PORTS), "cluster_state:ok on every node")
-        _wait(lambda: sum(_node(p).info("replication")["role"] == "slave"
-                          and _node(p).info("replication")["master_link_status"] == "up"
-                          for p in PORTS) == 3, "3 replicas in sync")
-        yield URL
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 @pytest.fixture(autouse=True)
 def _kill_processes():
     """The helpers below start servers and workers; kill whatever a failure left running."""
     yield
-    while test_crash._RUNNING:
-        test_crash._RUNNING.pop().kill()
-    while test_batch_crash._RUNNING:
-        process = test_batch_crash._RUNNING.pop()
+    while crash.RUNNING:
+        crash.RUNNING.pop().kill()
+    while batch_crash.RUNNING:
+        process = batch_crash.RUNNING.pop()
         if process.poll() is None:
             process.kill()
         process.wait()
@@ -224,7 +132,7 @@ def test_create_and_delete_are_safe_after_a_crash_between_their_steps(cluster_ur
     asyncio.run(scenario())
 
 
-def test_sigkill_crash_test_on_a_cluster(tmp_path, stream_data, cluster_url):  # noqa: F811
+def test_sigkill_crash_test_on_a_cluster(tmp_path, stream_data, cluster_url):
     sigkill_redis_backend(tmp_path, stream_data, cluster_url, name=ONLINE)
 
 

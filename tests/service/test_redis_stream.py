@@ -17,7 +17,7 @@ from service import wire
 from service.app import create_app
 from service.settings import Settings
 from service.storage.redis import RedisStorage
-from tests.service.conftest import create, json_examples, libsvm_text, same_state
+from tests.support.online import create, json_examples, libsvm_text, same_state
 
 pytestmark = pytest.mark.redis
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from algorithms.serialization import dumps_state, loads_state
-from tests.service.conftest import create, json_examples
+from tests.support.online import create, json_examples
+from tests.support.zips import zip_with
 
 
 def trained(client, x1, name="m", **extra) -> bytes:
@@ -84,14 +85,6 @@ def test_a_declared_huge_dimension_is_refused_before_allocating(client, x1):
         tracemalloc.stop()
     assert response.status_code == 422 and response.json()["errors"][0]["field"] == "n_features"
     assert peak < 64 << 20  # nothing of 2^31 features was allocated (that would be 34 GB)
-
-
-def zip_with(members: dict[str, bytes], compression=zipfile.ZIP_STORED) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=compression) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
 
 
 def test_compressed_members_and_bombs_are_refused(client, x1):

@@ -15,14 +15,15 @@ import httpx
 import pytest
 
 from service.startup import mask_url, model_summary
-from tests.service.batch_data import DIABETES_GROUPS
-from tests.service.test_prometheus import ROOT, free_ports, ready, wait_until
+from tests.support.batch_data import DIABETES_GROUPS
+from tests.support.ports import free_port
+from tests.support.processes import ROOT, ready, wait_until
 
 READY = re.compile(r"featurebudget ready in (\d+\.\d) s on the (.*?): (.*)$", re.M)
 
 
 def serve(args: list[str], env: dict, log: Path) -> tuple[str, subprocess.Popen]:
-    (port,) = free_ports(1)
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port",
                                 str(port), *args], cwd=ROOT, env=env,
                                stdout=open(log, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115

@@ -16,8 +16,9 @@ import pytest
 
 from algorithms.online import LEARNERS
 from algorithms.serialization import loads_state
-from tests.service.conftest import json_examples, same_state
-from tests.service.test_crash import ROOT, free_port, wait_ready
+from tests.support.online import json_examples, same_state
+from tests.support.ports import free_port
+from tests.support.processes import ROOT, wait_ready
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -5,7 +5,6 @@ CLI, the documentation's snippets): uvicorn in a thread on the first free port o
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -14,28 +13,16 @@ import uvicorn
 
 from service.app import create_app
 from service.settings import Settings
+from tests.support.ports import free_port
 
 PORTS = range(18300, 18400)
-
-
-def free_port() -> int:
-    """The first port of :data:`PORTS` nothing listens on (checked by binding it)."""
-    for port in PORTS:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free loopback port in {PORTS.start}-{PORTS.stop - 1}")
 
 
 @contextlib.contextmanager
 def live_server(settings: Settings, *, start_timeout: float = 120.0) -> Iterator[str]:
     """Serve ``create_app(settings)`` on 127.0.0.1 until the block ends; yields its URL."""
     for _attempt in range(5):  # another test may take the port between probe and bind
-        port = free_port()
+        port = free_port(PORTS)
         config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
                                 log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
