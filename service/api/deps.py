@@ -85,10 +85,8 @@ class KeyCheckedRoute(APIRoute):
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or BodyTooLargeError once it passes ``limit`` bytes."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise BodyTooLargeError(f"body of {length} bytes is over the limit of {limit} bytes")
+    """The request body, or BodyTooLargeError once it passes ``limit`` bytes. (A declared
+    Content-Length over the limit is answered before routing: ``BodyLimitMiddleware``.)"""
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
