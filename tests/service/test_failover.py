@@ -44,12 +44,12 @@ from service.errors import NotReplicatedError as NotConfirmed
 from service.settings import Settings
 from service.storage.base import LogEntry
 from service.storage.redis import RedisStorage
-from tests.service.storage_backends import log_entries
 from tests.support.crash import MODEL, oracle_state
 from tests.support.online import same_state
 from tests.support.processes import serve_on_redis, wait_ready
 from tests.support.redis_cluster import node as _node
 from tests.support.redis_cluster import wait_for as _wait
+from tests.support.storage_backends import log_entries
 
 MASTER, REPLICA, LONE = 18450, 18451, 18455
 SENTINELS = [18452, 18453, 18454]

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from service import wire
 from service.app import create_app
-from tests.service.storage_backends import log_entries
 from tests.support.online import create
+from tests.support.storage_backends import log_entries
 
 
 @pytest.mark.parametrize("value", [1e308, -1e300, 2.0 ** 50, 1e16])

@@ -20,13 +20,13 @@ import pytest
 from clients.stream import StreamProducer, redis_client
 from service import wire
 from service.storage.redis import RedisStorage
-from tests.service.storage_backends import log_entries
 from tests.support import batch_crash, crash
 from tests.support.batch_crash import killed_worker_loses_and_duplicates_nothing
 from tests.support.crash import sigkill_redis_backend
 from tests.support.redis_cluster import PORTS
 from tests.support.redis_cluster import node as _node
 from tests.support.redis_cluster import wait_for as _wait
+from tests.support.storage_backends import log_entries
 
 ONLINE, BATCH = "m", "c"  # on two different masters; the index on the third (checked)
 

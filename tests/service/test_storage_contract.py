@@ -12,7 +12,7 @@ import contextlib
 import pytest
 
 from service.storage import id_key
-from tests.service.storage_backends import leftovers, log_entries, opened
+from tests.support.storage_backends import leftovers, log_entries, opened
 
 M = "contract"
 CHUNK = 1024  # Redis: values above this are chunked (the large-value cases use 10 chunks)
