@@ -6,7 +6,7 @@ directory. A block is not run when the line before its fence (blank lines aside)
 hosts). ```bash and other blocks are never run.
 
 A document whose blocks talk to ``http://127.0.0.1:8000`` (or ``localhost:8000``) gets the
-real service on a loopback port for its blocks (``tests/live_server.py``), and that URL is
+real service on a loopback port for its blocks (``tests/support/live_server.py``), and that URL is
 put in their place; one whose blocks name ``redis://127.0.0.1:6379/0`` gets a service on the
 Redis backend, with the test database (``FEATUREBUDGET_TEST_REDIS_URL``, flushed before and
 after) put in its place; without Redis those blocks are left out and the others run on the

@@ -2,7 +2,7 @@
 runs the same suites for minutes): schemathesis over the OpenAPI document, stateless and
 stateful, and hypothesis bodies the document cannot describe (libsvm, FBX1, JSON examples,
 snapshot blobs). No 5xx; every 4xx a problem+json naming what is wrong; no rejected request
-changes a model (see ``tests/service/fuzzing.py`` for the checks)."""
+changes a model (see ``tests/support/fuzzing.py`` for the checks)."""
 
 from __future__ import annotations
 
