@@ -277,6 +277,14 @@ class Stack:
             env = _servers.service_env(data_dir=data_dir, batch_worker="true", **settings)
         else:
             env = _servers.service_env(redis_url=redis_url, data_dir=data_dir, **settings)
+        try:
+            self._start(backend, env, work, timeout)
+        except BaseException:  # never leave a half-started stack running
+            self.stop()
+            raise
+        self.ready_rss = self.rss_now()
+
+    def _start(self, backend: str, env: dict, work: Path, timeout: float) -> None:
         port = pick_port(*PORTS)
         self.api = _servers.serve(port, env, work, label="serve")
         self.children.append(self.api)
@@ -303,7 +311,6 @@ class Stack:
                     raise PhaseTimeoutError(f"worker metrics not up within {timeout} s")
                 time.sleep(0.2)
         self.startup_seconds = time.monotonic() - started
-        self.ready_rss = self.rss_now()
 
     def rss_now(self) -> dict[str, int | None]:
         return {c.label: sum(rss_bytes(p) or 0 for p in process_tree(c))

@@ -11,7 +11,8 @@ rank-one terms of Chan, Golub and LeVeque's pairwise merge,
 (the first two are the batch's own centred co-moment ``Mxx_b``). So a batch costs
 O(Σ nnz_row² + D²) with one read-and-write sweep of the (D, D) array, whatever ``m``: a
 one-example batch no longer pays for the allocation, the sparse product and the five
-(D, D) temporaries of the array expression. The kernels release the GIL.
+(D, D) temporaries of the array expression. The kernels release the GIL and are compiled
+at import for the one signature their callers use (contiguous float64 / int64 arrays).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit("UniTuple(f8, 2)(i8[::1], i8[::1], f8[::1], f8[::1], f8, f8[::1], f8[:, ::1], f8[::1], "
+      "f8, f8)", cache=True, nogil=True)
 def fold_sparse_rows(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                      y: np.ndarray, n: float, mean_x: np.ndarray, mxx: np.ndarray,
                      mxy: np.ndarray, mean_y: float, myy: float) -> tuple[float, float]:
@@ -69,7 +71,7 @@ def fold_sparse_rows(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray
     return mean_y + dy * (m / total), myy + myy_b + f * dy * dy
 
 
-@njit(cache=True, nogil=True)
+@njit("void(f8[:, ::1], f8[:, ::1], f8[::1], f8)", cache=True, nogil=True)
 def merge_into(mxx: np.ndarray, other: np.ndarray, delta: np.ndarray, f: float) -> None:
     """``mxx += other + f δδᵀ`` in one sweep (D, D). O(D²)."""
     D = mxx.shape[0]

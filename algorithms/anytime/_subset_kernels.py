@@ -4,7 +4,8 @@ per-set figures on statistics (private; they trust their input, release the GIL)
 They read the parts of a (D, D) symmetric matrix a computed set needs, row by row, instead
 of a fancy-indexed copy (``C[np.ix_(rows, cols)]`` gathers element by element through
 temporaries) or a product with the whole matrix (``C @ w`` reads all D² entries even
-when ``w`` has ``k << D`` non-zeros).
+when ``w`` has ``k << D`` non-zeros). Compiled at import for contiguous float64 arrays and
+int64 indices (the callers pass nothing else).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit("f8[:, ::1](f8[:, ::1], i8[::1], i8[::1])", cache=True, nogil=True)
 def gather(C: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``C[np.ix_(rows, cols)]`` as a new C-contiguous array. O(|rows|·|cols|)."""
     out = np.empty((rows.shape[0], cols.shape[0]))
@@ -25,7 +26,7 @@ def gather(C: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit("f8[::1](f8[:, ::1], f8[::1], i8[::1], f8[::1], i8[::1])", cache=True, nogil=True)
 def residual_at(C: np.ndarray, b: np.ndarray, idx: np.ndarray, w: np.ndarray,
                 feats: np.ndarray) -> np.ndarray:
     """``(b − C[:, idx] w)[feats]`` for symmetric ``C``: row ``f`` of ``C`` at ``idx``
@@ -40,7 +41,7 @@ def residual_at(C: np.ndarray, b: np.ndarray, idx: np.ndarray, w: np.ndarray,
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit("f8(f8[:, ::1], i8[::1], f8[::1])", cache=True, nogil=True)
 def quadratic_form(M: np.ndarray, idx: np.ndarray, c: np.ndarray) -> float:
     """``c ᵀ M[idx, idx] c`` (``c`` given on ``idx``). O(|idx|²)."""
     total = 0.0

@@ -80,8 +80,10 @@ class SufficientStatistics:
             X = X.tocsr()
             self._own_arrays()
             self.mean_y, self.myy = _kernels.fold_sparse_rows(
-                X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False),
-                np.ascontiguousarray(X.data, dtype=np.float64), y, float(self.n),
+                np.ascontiguousarray(X.indptr, dtype=np.int64),
+                np.ascontiguousarray(X.indices, dtype=np.int64),
+                np.ascontiguousarray(X.data, dtype=np.float64),
+                np.ascontiguousarray(y), float(self.n),
                 self.mean_x, self.mxx, self.mxy, float(self.mean_y), float(self.myy))
             self.n += m
             return self
@@ -142,7 +144,8 @@ class SufficientStatistics:
             self.mxx = np.array(self.mxx, dtype=np.float64, order="C")
             self.mean_x = np.array(self.mean_x, dtype=np.float64)
             self.mxy = np.array(self.mxy, dtype=np.float64)
-        elif not (self.mean_x.flags.writeable and self.mxy.flags.writeable):
+        elif not all(a.flags.writeable and a.flags.c_contiguous and a.dtype == np.float64
+                     for a in (self.mean_x, self.mxy)):
             self.mean_x = np.array(self.mean_x, dtype=np.float64)
             self.mxy = np.array(self.mxy, dtype=np.float64)
         self._exported = False

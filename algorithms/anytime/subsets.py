@@ -104,7 +104,8 @@ class SubsetSolver:
                  sequence: Sequence[int], *, cache_bytes: int = 64 << 20,
                  rtol: float = RTOL) -> None:
         self.C = np.ascontiguousarray(C, dtype=np.float64)  # (no copy when it is already)
-        self.b, self.groups = b, [np.asarray(g, dtype=np.int64) for g in groups]
+        self.b = np.ascontiguousarray(b, dtype=np.float64)
+        self.groups = [np.ascontiguousarray(g, dtype=np.int64) for g in groups]
         self.sequence = [int(g) for g in sequence]
         self.tol = rtol * np.maximum(np.diag(C), 1e-300)
         self.cache_bytes = int(cache_bytes)
@@ -213,7 +214,7 @@ class SubsetSolver:
         left = np.flatnonzero(remaining)
         if not len(left):
             return scores
-        C, b = self.C, np.asarray(self.b, dtype=np.float64)
+        C, b = self.C, self.b
         feats_left = np.concatenate([self.groups[g] for g in left])
         starts = np.cumsum([0] + [len(self.groups[g]) for g in left])
         factor = None

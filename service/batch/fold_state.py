@@ -216,17 +216,23 @@ class BatchFoldState:
         stacking: the entries' flat arrays are concatenated once, no matrix per entry."""
         if not entries:
             return
-        fraction = self.params.validation_fraction
         matrix, y = _stack(entries, self.layout.n_features)
-        held = held_out_block([entry_id for entry_id, _, _ in entries],
-                              [X.n_rows for _, X, _ in entries], fraction)
+        self.apply_block([entry_id for entry_id, _, _ in entries],
+                         [X.n_rows for _, X, _ in entries], matrix, y)
+
+    def apply_block(self, entry_ids: list[str], counts: list[int], matrix: sp.csr_matrix,
+                    y: np.ndarray) -> None:
+        """Fold consecutive log entries whose rows are already stacked (``counts[i]`` rows
+        of entry ``entry_ids[i]``, in log order, in ``matrix`` / ``y``): the held-out mask
+        of the block, then one update per part (:meth:`apply_entries`)."""
+        held = held_out_block(entry_ids, counts, self.params.validation_fraction)
         for part, rows in ((self.train, ~held), (self.validation, held)):
             if rows.any():
                 self._add(part, matrix[rows] if not rows.all() else matrix, y[rows])
         if self.held_out_rows is not None and held.any():
             self.held_out_rows.offer(matrix[held], y[held])
         self.examples += matrix.shape[0]
-        self.applied_id = entries[-1][0]
+        self.applied_id = entry_ids[-1]
 
     def _add(self, part, matrix: sp.csr_matrix, y: np.ndarray) -> None:
         if self.family == "anytime":

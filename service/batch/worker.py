@@ -119,8 +119,11 @@ class BatchFold(RetrainJobs, Fold):
         malformed entry, entry by entry."""
         from service.batch.ingest import parse_batch_entries
 
-        block = parse_batch_entries([entry.fields for entry in entries], self.layout,
-                                    self.spec.task)
+        try:
+            block = parse_batch_entries([entry.fields for entry in entries], self.layout,
+                                        self.spec.task)
+        except Exception:  # never block the log on the fast path: entry by entry below
+            block = None
         if block is not None:
             batch, counts = block
             with self.lock:
