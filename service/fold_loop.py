@@ -34,6 +34,7 @@ from service import metrics
 from service.errors import NotReplicatedError
 from service.priority import in_background
 from service.storage import LogEntry, Storage, id_key
+from service.storage.base import incarnation_of
 
 log = logging.getLogger("featurebudget.fold")
 
@@ -163,14 +164,6 @@ async def report_applied(storage: Storage, model: str, n: int,
     if n:
         metrics.EXAMPLES_APPLIED.labels(model).inc(n)
     metrics.UPDATE_SECONDS.labels(model).observe(time.perf_counter() - started)
-
-
-def stored_incarnation(raw: bytes) -> str:
-    """The incarnation of a stored model spec ("" before incarnations)."""
-    import orjson
-
-    value = orjson.loads(raw).get("incarnation", "")
-    return value if isinstance(value, str) else ""
 
 
 class Fold:
@@ -324,7 +317,7 @@ class Fold:
         creates its log again nor touches the new model's."""
         with contextlib.suppress(Exception):
             raw = (await self.storage.load_models()).get(self.name)
-            if raw is None or stored_incarnation(raw) != self.incarnation:
+            if raw is None or incarnation_of(raw) != self.incarnation:
                 self._stop.set()
                 self.owner = False
                 log.info("model %s: %s; its fold ends", self.name,

@@ -19,6 +19,7 @@ from service.answers import AnswerPool
 from service.batch.models import BatchModels
 from service.errors import (
     BodyTooLargeError,
+    ConflictError,
     InputError,
     InsufficientStorageError,
     ModelExistsError,
@@ -31,7 +32,7 @@ from service.online import OnlineModels
 from service.placement import Membership
 from service.priority import in_background
 from service.schemas import ModelCreate, ModelSpec
-from service.storage import Storage
+from service.storage import ModelChangedError, Storage
 
 log = logging.getLogger("featurebudget.manager")
 _INLINE_ENCODE_NNZ = 8192  # encode bigger batches for the log off the event loop
@@ -174,6 +175,13 @@ class ModelManager:
         await self.online.drop(name)
         metrics.forget_model(name)
 
+    async def forget_stale(self, host: Host) -> None:
+        """The store no longer holds ``host``'s incarnation: follow the store now (drop it,
+        and host the model created again under its name, if any)."""
+        if self.hosted(host.name) is host:
+            with contextlib.suppress(Exception):
+                await self.sync()
+
     # -------------------------------------------------------------- models
     def model_bytes(self, spec: ModelCreate) -> int:
         """The state one model holds in this process (learner, or fold + fit + artifact)."""
@@ -278,14 +286,22 @@ class ModelManager:
                     f"most {wire.MAX_ENTRY_BYTES:,} bytes: send fewer examples per request")
             entries.append(entry)
         examples = sum(len(b) for b in batches)
+        incarnation = host.incarnation or None  # (None: a model stored before incarnations)
         try:
             if idempotency_key is None:
-                ids, repeat = await self.storage.append(host.name, entries), False
+                ids = await self.storage.append(host.name, entries, incarnation=incarnation)
+                repeat = False
             else:
                 appended = await self.storage.append_once(
                     host.name, entries, idempotency_key,
-                    self.settings.idempotency_retention_seconds, examples=examples)
+                    self.settings.idempotency_retention_seconds, examples=examples,
+                    incarnation=incarnation)
                 (ids, repeat), first = appended, appended.examples
+        except ModelChangedError as exc:  # deleted (and maybe created again) meanwhile
+            await self.forget_stale(host)
+            raise ConflictError(
+                f"model {host.name!r} was deleted or created again while this request was "
+                "handled: nothing was appended; check the model and retry") from exc
         except KeyError as exc:
             raise ModelNotFoundError(f"no model named {host.name!r}") from exc
         if repeat:

@@ -21,6 +21,7 @@ from algorithms.online import LEARNERS
 from algorithms.online.base import signed_labels
 from service import metrics, wire
 from service.errors import (
+    ConflictError,
     NotOwnerError,
     WaitTimeoutError,
     item_error,
@@ -29,7 +30,7 @@ from service.fold import LeaseLost, ModelFold
 from service.host import ModelHost, new_learner
 from service.ingest import ExampleBatch, parse_json_examples
 from service.schemas import ModelCreate, ModelSpec
-from service.storage import Storage, id_key
+from service.storage import ModelChangedError, Storage, id_key
 from service.view import ViewFormatError
 from service.view import decode as decode_view
 
@@ -224,9 +225,12 @@ class OnlineModels:
         indptr, indices, values, _ = wire.decode_batch(blob[_SCORE.size:])
         data = wire.encode_batch(indptr, indices, values, np.array([label], dtype=np.int8))
         entry = {b"fmt": b"bin", b"data": data}
-        if host.incarnation:
-            entry[b"inc"] = host.incarnation.encode()
-        (log_id,) = await self.storage.append(host.name, [entry])
+        try:
+            (log_id,) = await self.storage.append(host.name, [entry],
+                                                  incarnation=host.incarnation or None)
+        except ModelChangedError as exc:
+            raise ConflictError(f"model {host.name!r} was deleted or created again: the "
+                                "prediction belongs to the deleted model") from exc
         predicted = int(signed_labels(score))
         metrics.FEEDBACK.labels(host.name, "correct" if predicted == label else "wrong").inc()
         metrics.EXAMPLES_INGESTED.labels(host.name, "feedback").inc()

@@ -3,7 +3,7 @@ embedded local files (``file://``, the default) or Redis (``redis://`` and its k
 
 from __future__ import annotations
 
-from service.storage.base import LogEntry, LogReader, Storage, id_key
+from service.storage.base import LogEntry, LogReader, ModelChangedError, Storage, id_key
 
 
 def make_storage(settings) -> Storage:
@@ -13,4 +13,4 @@ def make_storage(settings) -> Storage:
     return schemes.open_storage(settings.storage_location, settings)
 
 
-__all__ = ["LogEntry", "LogReader", "Storage", "id_key", "make_storage"]
+__all__ = ["LogEntry", "LogReader", "ModelChangedError", "Storage", "id_key", "make_storage"]

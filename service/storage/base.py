@@ -36,6 +36,23 @@ class Appended(tuple):
         return self
 
 
+class ModelChangedError(KeyError):
+    """The append named an incarnation of the model that is not the stored one (the model
+    was deleted, or deleted and created again under its name): nothing was appended."""
+
+
+def incarnation_of(spec: bytes) -> str:
+    """The incarnation of a stored model config ("" for a config stored before
+    incarnations, or one that is not a JSON object)."""
+    import orjson
+
+    try:
+        value = orjson.loads(spec).get("incarnation", "")
+    except (orjson.JSONDecodeError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
+
+
 @dataclass
 class LogEntry:
     id: str
@@ -101,17 +118,21 @@ class Storage(abc.ABC):
 
     # log
     @abc.abstractmethod
-    async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
-        """Append entries atomically in order; return their ids (durable once returned)."""
+    async def append(self, model: str, entries: list[dict[bytes, bytes]], *,
+                     incarnation: str | None = None) -> list[str]:
+        """Append entries atomically in order; return their ids (durable once returned).
+        With ``incarnation``: only if the stored model is that incarnation, checked in the
+        same step as the append (ModelChangedError, and nothing appended, otherwise)."""
 
     @abc.abstractmethod
     async def append_once(self, model: str, entries: list[dict[bytes, bytes]], key: str,
-                          retention_seconds: float, *, examples: int | None = None
-                          ) -> Appended:
+                          retention_seconds: float, *, examples: int | None = None,
+                          incarnation: str | None = None) -> Appended:
         """Append like :meth:`append` unless ``key`` was used within the retention window:
         then append nothing and answer the ids of the first append. The append and the key
         are written in one step (a crash keeps both or neither). ``(ids, was_a_repeat)``,
-        with ``.examples``: the first append's ``examples`` (how many it holds)."""
+        with ``.examples``: the first append's ``examples`` (how many it holds).
+        ``incarnation``: as in :meth:`append`."""
 
     @abc.abstractmethod
     async def log_end(self, model: str) -> str | None: ...

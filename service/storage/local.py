@@ -47,7 +47,15 @@ from pathlib import Path
 
 from service import wire
 from service.priority import in_background
-from service.storage.base import Appended, LogEntry, LogReader, Storage, id_key
+from service.storage.base import (
+    Appended,
+    LogEntry,
+    LogReader,
+    ModelChangedError,
+    Storage,
+    id_key,
+    incarnation_of,
+)
 from service.storage.pending import PendingJournal
 
 _FRAME = struct.Struct("<IIQ")
@@ -334,6 +342,7 @@ class LocalStorage(Storage):
         self._pending: PendingJournal | None = None
         self._lock_handle = None
         self._status: dict[str, bytes] = {}
+        self._incarnations: dict[str, str] = {}  # model -> the stored incarnation
         self._listeners: list[asyncio.Queue] = []
         self._job_listeners: list[asyncio.Queue] = []
 
@@ -382,7 +391,22 @@ class LocalStorage(Storage):
             return False
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write(directory / "model.json", spec)
+        self._incarnations[name] = incarnation_of(spec)
         return True
+
+    def _check_incarnation(self, name: str, incarnation: str | None) -> None:
+        """ModelChangedError unless the stored model is ``incarnation`` (None: any). O(1)
+        once the model's config was read."""
+        if incarnation is None:
+            return
+        known = self._incarnations.get(name)
+        if known is None:
+            path = self._dir(name) / "model.json"
+            if not path.exists():
+                raise ModelChangedError(name)
+            known = self._incarnations[name] = incarnation_of(path.read_bytes())
+        if known != incarnation:
+            raise ModelChangedError(name)
 
     async def load_models(self) -> dict[str, bytes]:
         models = {}
@@ -394,6 +418,7 @@ class LocalStorage(Storage):
         directory = self._dir(name)
         if not (directory / "model.json").exists():
             return False
+        self._incarnations.pop(name, None)
         log = self._logs.pop(name, None)
         if log is not None:
             log.close()
@@ -406,15 +431,18 @@ class LocalStorage(Storage):
         self._status.pop(name, None)
         return True
 
-    async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
+    async def append(self, model: str, entries: list[dict[bytes, bytes]], *,
+                     incarnation: str | None = None) -> list[str]:
+        self._check_incarnation(model, incarnation)  # (one process: no step between them)
         log = self._log(model)
         ids = await log.run(_record_bytes(entries), log._append, _records(entries))
         log.appended.set()
         return ids
 
     async def append_once(self, model: str, entries: list[dict[bytes, bytes]], key: str,
-                          retention_seconds: float, *, examples: int | None = None
-                          ) -> Appended:
+                          retention_seconds: float, *, examples: int | None = None,
+                          incarnation: str | None = None) -> Appended:
+        self._check_incarnation(model, incarnation)
         log = self._log(model)
         appended = await log.run(_record_bytes(entries), log._append_once,
                                  _records(entries), key.encode(), examples)

@@ -35,6 +35,10 @@ class ServerCatalog:
                        changed=always)
         return True
 
+    def spec_location(self, name: str) -> tuple[str, str]:
+        """``(key, field)`` of the config a script reads (field '' for a string key)."""
+        return wire.MODELS_KEY, name
+
     async def load(self) -> dict[str, bytes]:
         raw = await self.storage.client.hgetall(wire.MODELS_KEY)
         return {text(k): v for k, v in sorted(raw.items())}
@@ -54,6 +58,9 @@ class ServerCatalog:
 class SlotCatalog(ServerCatalog):
     """A Redis Cluster: the spec key is the truth, the index lists names (and config copies
     for tools); no step touches two slots."""
+
+    def spec_location(self, name: str) -> tuple[str, str]:
+        return wire.spec_key(name), ""  # (in the model's slot, as its log)
 
     async def save(self, name: str, spec: bytes, *, create: bool) -> bool:
         s, key = self.storage, wire.spec_key(name)

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from redis.exceptions import ResponseError
 
 from service import wire
-from service.storage.base import Appended, LogEntry, LogReader, id_key
+from service.storage.base import Appended, LogEntry, LogReader, ModelChangedError, id_key
 from service.storage.redis.raw import xreadgroup_raw
 from service.storage.redis.scripts import always, text
 
@@ -79,11 +79,32 @@ class RedisReader(LogReader):
                 return acked
 
 
+async def stale_to_changed(model: str, write):
+    """``await write``, with the scripts' STALE refusal as ModelChangedError."""
+    try:
+        return await write
+    except ResponseError as exc:
+        if str(exc).startswith("STALE"):
+            raise ModelChangedError(model) from exc
+        raise
+
+
 class LogMixin:
     """The log half of :class:`~service.storage.redis.RedisStorage`."""
 
-    async def append(self, model: str, entries: list[dict[bytes, bytes]]) -> list[str]:
+    async def append(self, model: str, entries: list[dict[bytes, bytes]], *,
+                     incarnation: str | None = None) -> list[str]:
         key = wire.log_key(model)
+        if incarnation is not None:  # one script: the config checked, then the entries
+            spec_key, field = self.catalog.spec_location(model)
+            args: list = [field, incarnation]
+            for entry in entries:
+                args.append(len(entry))
+                for name, value in entry.items():
+                    args += [name, value]
+            ids = await stale_to_changed(model, self._write(key, lambda c: self._append_checked(
+                keys=[key, spec_key], args=args, client=c)))
+            return [text(i) for i in ids]
         if self.min_replicas or not self.topology.transactions:  # one script
             args: list = []
             for entry in entries:
@@ -102,17 +123,22 @@ class LogMixin:
         return [text(i) for i in ids]
 
     async def append_once(self, model: str, entries: list[dict[bytes, bytes]], key: str,
-                          retention_seconds: float, *, examples: int | None = None
-                          ) -> Appended:
+                          retention_seconds: float, *, examples: int | None = None,
+                          incarnation: str | None = None) -> Appended:
         args: list = [int(time.time() * 1000), max(1, int(retention_seconds * 1000)), key,
                       "" if examples is None else int(examples)]
         for entry in entries:
             args += [entry.get(b"fmt", b"bin"), entry[b"data"], entry.get(b"names", b"")]
         keys = [wire.idempotency_key(model), wire.idempotency_times_key(model),
                 wire.log_key(model)]
-        repeat, joined, count = await self._write(  # a repeat is confirmed too (it writes
-            keys[2], lambda c: self._append_once(keys=keys, args=args, client=c),  # its key)
-            changed=always)
+        script = self._append_once
+        if incarnation is not None:  # the config checked in the same script
+            spec_key, field = self.catalog.spec_location(model)
+            keys, args, script = [*keys, spec_key], [*args, field, incarnation], \
+                self._append_once_checked
+        repeat, joined, count = await stale_to_changed(model, self._write(  # a repeat is
+            keys[2], lambda c: script(keys=keys, args=args, client=c),  # confirmed too
+            changed=always))  # (it writes its key)
         count = text(count)
         return Appended(text(joined).split(" "), bool(repeat),
                         int(count) if count.isdigit() else None)

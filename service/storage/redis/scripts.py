@@ -203,9 +203,42 @@ return 1
 """
 
 
+# The appends of one incarnation: nothing unless the stored config is that incarnation.
+# KEYS[1] log, KEYS[2] the key holding the config (the index hash: ARGV[1] is the model's
+# name; the cluster's spec key: ARGV[1] is ''). ARGV[2] the incarnation, then as _APPEND.
+# Each entry also gets the field inc = the incarnation (a fold of an older model of the
+# name leaves it alone). -> the ids, or the error STALE.
+_INCARNATION_CHECK = """
+local function spec_of(key, field)
+  if field ~= '' then return redis.call('HGET', key, field) end
+  return redis.call('GET', key)
+end
+local function is_incarnation(spec, incarnation)
+  return spec and string.find(spec, '"incarnation":"' .. incarnation .. '"', 1, true)
+end
+"""
+_APPEND_CHECKED = _INCARNATION_CHECK + """
+if not is_incarnation(spec_of(KEYS[2], ARGV[1]), ARGV[2]) then
+  return redis.error_reply('STALE the model was deleted or created again')
+end
+local ids, i = {}, 3
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  local fields = {}
+  for j = 1, 2 * n do fields[j] = ARGV[i + j] end
+  table.insert(fields, 'inc')
+  table.insert(fields, ARGV[2])
+  table.insert(ids, redis.call('XADD', KEYS[1], '*', unpack(fields)))
+  i = i + 2 * n + 1
+end
+return ids
+"""
+
+
 # attribute of the storage -> script (registered lazily: no round trip until first used)
 SCRIPTS = {
-    "_append_entries": _APPEND, "_cluster_create": _CLUSTER_CREATE,
+    "_append_entries": _APPEND, "_append_checked": _APPEND_CHECKED,
+    "_cluster_create": _CLUSTER_CREATE,
     "_cluster_delete": _CLUSTER_DELETE, "_cluster_unlist": _CLUSTER_UNLIST,
     "_renew": _RENEW, "_release": _RELEASE, "_save_snapshot": _SAVE_SNAPSHOT,
     "_publish": _PUBLISH, "_create": _CREATE, "_set_current": _SET_CURRENT,
@@ -221,6 +254,27 @@ def register(storage, client) -> None:
     for name, script in SCRIPTS.items():
         setattr(storage, name, client.register_script(script))
     storage._append_once = client.register_script(wire.APPEND_ONCE_LUA)
+    storage._append_once_checked = client.register_script(append_once_checked())
+
+
+def append_once_checked() -> str:
+    """The idempotent append of one incarnation: KEYS as the idempotent append's, then the
+    key holding the config; ARGV as its, then the config's field ('' for a spec key) and
+    the incarnation. STALE (and nothing written) unless the config is that incarnation; the
+    entries carry the field inc."""
+    from service import wire
+
+    body = wire.APPEND_ONCE_LUA
+    loop = "for i = 5, #ARGV, 3 do"
+    fields = "'fmt', ARGV[i], 'data', ARGV[i + 1]"
+    assert loop in body and body.count(fields) == 2
+    body = body.replace(loop, "for i = 5, #ARGV - 2, 3 do")
+    body = body.replace(fields, fields + ", 'inc', ARGV[#ARGV]")
+    return _INCARNATION_CHECK + """
+if not is_incarnation(spec_of(KEYS[4], ARGV[#ARGV - 1]), ARGV[#ARGV]) then
+  return redis.error_reply('STALE the model was deleted or created again')
+end
+""" + body
 
 
 def always(result) -> bool:
