@@ -26,6 +26,7 @@ from service.errors import (
     ModelNotFoundError,
     UnavailableError,
 )
+from service.following import follow_model_events
 from service.hosting import Host
 from service.ingest import ExampleBatch
 from service.online import OnlineModels
@@ -64,6 +65,7 @@ class ModelManager:
         self.failed: dict[str, str] = {}  # models whose snapshot could not be loaded
         self._failed_incarnations: dict[str, str] = {}
         self._refresh_task: asyncio.Task | None = None
+        self._events_task: asyncio.Task | None = None
         # which models this process hosts changes under this lock (create, delete, the
         # refresh that follows other processes, an on-demand load): otherwise a refresh that
         # read the stored models just before a delete brings the deleted model back, and a
@@ -105,12 +107,15 @@ class ModelManager:
         if self.storage.shared:
             await self.placement.refresh(force=True)  # a member from the start, models or not
             self._refresh_task = asyncio.create_task(self._refresh_models())
+            self._events_task = asyncio.create_task(follow_model_events(self.storage,
+                                                                        self.sync))
 
     async def stop(self) -> None:
-        if self._refresh_task is not None:
-            self._refresh_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._refresh_task
+        for task in (self._refresh_task, self._events_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.online.stop()
         if self.placement is not None:
             with contextlib.suppress(Exception):
@@ -210,6 +215,7 @@ class ModelManager:
             if self.known(spec.name):  # an earlier incarnation, deleted by another process
                 await self._drop(spec.name)
             host = await self._host(spec)
+        await self._announce(spec.name)
         if host is None:
             raise UnavailableError(f"model {spec.name!r} is out of service: "
                                    f"{self.failed[spec.name]}")
@@ -240,6 +246,13 @@ class ModelManager:
             await self._drop(name)
             if not await self.storage.delete_model(name):
                 raise ModelNotFoundError(f"no model named {name!r}")
+        await self._announce(name)
+
+    async def _announce(self, name: str) -> None:
+        """Tell the other processes that ``name`` was created or deleted (they follow at
+        once instead of at their next periodic check)."""
+        with contextlib.suppress(Exception):  # (the periodic check covers a lost message)
+            await self.storage.notify_models(name)
 
     async def unfolded_models(self) -> list[str]:
         """Models no process folds now: the folding process stopped renewing its lease

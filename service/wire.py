@@ -70,6 +70,7 @@ KEY_PREFIX = "featurebudget"
 MODELS_KEY = f"{KEY_PREFIX}:models"
 VERSIONS_CHANNEL = f"{KEY_PREFIX}:versions"
 JOBS_CHANNEL = f"{KEY_PREFIX}:jobs"
+MODELS_CHANNEL = f"{KEY_PREFIX}:models-changed"  # a model created or deleted
 CONSUMER_GROUP = "featurebudget-learners"
 FLAG_TARGETS = 1
 

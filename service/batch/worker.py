@@ -31,6 +31,7 @@ from service.batch.retrains import JOBS_KEPT, MAX_ATTEMPTS, JobCancelled, Retrai
 from service.batch.spec import BatchLayout, split_params
 from service.errors import InputError
 from service.fold_loop import Fold
+from service.following import follow_model_events
 from service.placement import Membership
 from service.schemas import ModelSpec
 from service.storage import LogEntry, Storage, id_key
@@ -204,6 +205,7 @@ class BatchWorker:
         self.folds: dict[str, BatchFold] = {}
         self._refresh: asyncio.Task | None = None
         self._job_events: asyncio.Task | None = None
+        self._model_events: asyncio.Task | None = None
         self.membership = Membership(storage, settings, "batch", process_id,
                                      lambda: list(self.folds)) if storage.shared else None
 
@@ -214,6 +216,8 @@ class BatchWorker:
         self._job_events = asyncio.create_task(self._wake_on_jobs())
         if follow:
             self._refresh = asyncio.create_task(self._follow())
+            self._model_events = asyncio.create_task(follow_model_events(self.storage,
+                                                                         self._sync))
 
     async def _wake_on_jobs(self) -> None:
         """Job notifications wake the model's job loop (the periodic check covers gaps)."""
@@ -264,7 +268,7 @@ class BatchWorker:
             await fold.stop(final_snapshot=False)
 
     async def stop(self) -> None:
-        for task in (self._refresh, self._job_events):
+        for task in (self._refresh, self._job_events, self._model_events):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

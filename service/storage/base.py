@@ -268,6 +268,17 @@ class Storage(abc.ABC):
     def job_events(self):
         """Async iterator of model names, one per :meth:`notify_job`."""
 
+    async def notify_models(self, model: str) -> None:  # noqa: B027 - one process: no-op
+        """Tell every process that ``model`` was created or deleted (shared backends)."""
+
+    async def model_events(self):
+        """Async iterator of model names, one per :meth:`notify_models` of any process
+        (a single-process backend has none: it waits forever)."""
+        import asyncio
+
+        await asyncio.Event().wait()
+        yield ""  # pragma: no cover - never reached
+
     @abc.abstractmethod
     async def save_job(self, model: str, job_id: str, record: bytes) -> None: ...
 

@@ -1,6 +1,7 @@
 """Pub/sub on Redis: a published or rolled-back version reaches every process
 (``featurebudget:versions``, published by the scripts), a queued retrain job the folding
-ones (``featurebudget:jobs``). A subscription is one connection; each event O(1).
+ones (``featurebudget:jobs``), a model created or deleted every process
+(``featurebudget:models-changed``). A subscription is one connection; each event O(1).
 """
 
 from __future__ import annotations
@@ -34,10 +35,20 @@ class EventsMixin:
     async def notify_job(self, model: str) -> None:
         await self.client.publish(wire.JOBS_CHANNEL, model)
 
-    async def job_events(self):
-        pubsub, node_client = self.topology.pubsub(wire.JOBS_CHANNEL)
+    def job_events(self):
+        return self._names(wire.JOBS_CHANNEL)
+
+    async def notify_models(self, model: str) -> None:
+        await self.client.publish(wire.MODELS_CHANNEL, model)
+
+    def model_events(self):
+        return self._names(wire.MODELS_CHANNEL)
+
+    async def _names(self, channel: str):
+        """The model names published on ``channel``."""
+        pubsub, node_client = self.topology.pubsub(channel)
         try:
-            await pubsub.subscribe(wire.JOBS_CHANNEL)
+            await pubsub.subscribe(channel)
             async for message in pubsub.listen():
                 if message.get("type") == "message":
                     yield text(message["data"])
