@@ -187,6 +187,7 @@ class Fold:
         self.reposition = False  # a restore moved the applied id: position the reader anew
         self.snapshot_id: str | None = None  # the applied id of the last snapshot written
         self.since_snapshot = 0  # examples applied since
+        self.snapshot_requested = False  # another process asked for a snapshot now
         self.last_snapshot_time = time.monotonic()
         self.step_lock = asyncio.Lock()  # held around one block's apply and around a restore
         self.task: asyncio.Task | None = None
@@ -399,6 +400,10 @@ class Fold:
 
     def snapshot_due(self) -> bool:
         settings = self.settings
+        if self.snapshot_requested:  # (the stored one is current when nothing was applied)
+            self.snapshot_requested = False
+            if self.applied_id != self.snapshot_id:
+                return True
         return self.since_snapshot >= settings.snapshot_every_examples or (
             self.applied_id != self.snapshot_id and
             time.monotonic() - self.last_snapshot_time >= settings.snapshot_every_seconds)

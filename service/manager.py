@@ -26,7 +26,7 @@ from service.errors import (
     ModelNotFoundError,
     UnavailableError,
 )
-from service.following import follow_model_events
+from service.following import follow_model_events, follow_snapshot_requests
 from service.hosting import Host
 from service.ingest import ExampleBatch
 from service.online import OnlineModels
@@ -66,6 +66,7 @@ class ModelManager:
         self._failed_incarnations: dict[str, str] = {}
         self._refresh_task: asyncio.Task | None = None
         self._events_task: asyncio.Task | None = None
+        self._requests_task: asyncio.Task | None = None
         # which models this process hosts changes under this lock (create, delete, the
         # refresh that follows other processes, an on-demand load): otherwise a refresh that
         # read the stored models just before a delete brings the deleted model back, and a
@@ -109,9 +110,12 @@ class ModelManager:
             self._refresh_task = asyncio.create_task(self._refresh_models())
             self._events_task = asyncio.create_task(follow_model_events(self.storage,
                                                                         self.sync))
+            self._requests_task = asyncio.create_task(follow_snapshot_requests(
+                self.storage, lambda name: self.online.folds.get(name)
+                or self.batch.fold(name)))
 
     async def stop(self) -> None:
-        for task in (self._refresh_task, self._events_task):
+        for task in (self._refresh_task, self._events_task, self._requests_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

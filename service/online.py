@@ -27,6 +27,7 @@ from service.errors import (
     item_error,
 )
 from service.fold import LeaseLost, ModelFold
+from service.following import current_snapshot
 from service.host import ModelHost, new_learner
 from service.ingest import ExampleBatch, parse_json_examples
 from service.schemas import ModelCreate, ModelSpec
@@ -239,10 +240,12 @@ class OnlineModels:
 
     # -------------------------------------------------------------- snapshots
     async def export_snapshot(self, host: ModelHost) -> bytes:
-        """The state with its log id: the folding process's own, or the newest stored
-        snapshot through any other process."""
+        """The state with its log id: the folding process's own; through any other process
+        the stored snapshot once it includes the log as it is now (the folding process is
+        asked for one when it does not: :func:`~service.following.current_snapshot`)."""
         if self.storage.shared and not host.owner:
-            blob = await self.storage.load_snapshot(host.name)
+            blob = await current_snapshot(self.storage, host.name,
+                                          self.settings.wait_timeout_seconds)
             if blob is not None:
                 return blob
         blob, _ = await asyncio.to_thread(host.snapshot_blob)

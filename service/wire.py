@@ -71,6 +71,7 @@ MODELS_KEY = f"{KEY_PREFIX}:models"
 VERSIONS_CHANNEL = f"{KEY_PREFIX}:versions"
 JOBS_CHANNEL = f"{KEY_PREFIX}:jobs"
 MODELS_CHANNEL = f"{KEY_PREFIX}:models-changed"  # a model created or deleted
+SNAPSHOTS_CHANNEL = f"{KEY_PREFIX}:snapshot-requests"  # write a snapshot now
 CONSUMER_GROUP = "featurebudget-learners"
 FLAG_TARGETS = 1
 

@@ -40,6 +40,7 @@ from service.errors import (
     item_error,
 )
 from service.fold_loop import LeaseLost
+from service.following import current_snapshot
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage, id_key
 
@@ -382,15 +383,23 @@ class BatchModels:
 
     # ------------------------------------------------------------------ snapshots
     async def export_snapshot(self, host: BatchHost) -> bytes:
-        """The fold state (statistics / windows with the log id) + the current version."""
+        """The fold state (statistics / windows with the log id) + the current version;
+        through a process that does not fold the model, the stored snapshot once it
+        includes the log as it is now (:func:`~service.following.current_snapshot`)."""
         from algorithms.serialization import dumps_state, loads_state
 
         fold = self.fold(host.name)
         if fold is not None and fold.owner:
             blob, _ = await asyncio.to_thread(fold.fold_blob)
-        else:
-            blob = await self.storage.load_snapshot(host.name)
-        state = loads_state(blob) if blob else {}
+        else:  # the stored one, once it includes the log as it is now
+            blob = await current_snapshot(self.storage, host.name,
+                                          self.settings.wait_timeout_seconds)
+        if blob is None:  # nothing logged yet: the initial (empty) fold state
+            from service.batch.fold_state import BatchFoldState
+
+            blob = dumps_state(BatchFoldState(host.family, host.layout, host.params)
+                               .state_dict())
+        state = loads_state(blob)
         version = await self.storage.current_version(host.name)
         if version is not None:
             artifact = await self.storage.load_artifact(host.name, version)

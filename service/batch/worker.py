@@ -31,7 +31,7 @@ from service.batch.retrains import JOBS_KEPT, MAX_ATTEMPTS, JobCancelled, Retrai
 from service.batch.spec import BatchLayout, split_params
 from service.errors import InputError
 from service.fold_loop import Fold
-from service.following import follow_model_events
+from service.following import follow_model_events, follow_snapshot_requests
 from service.placement import Membership
 from service.schemas import ModelSpec
 from service.storage import LogEntry, Storage, id_key
@@ -206,6 +206,7 @@ class BatchWorker:
         self._refresh: asyncio.Task | None = None
         self._job_events: asyncio.Task | None = None
         self._model_events: asyncio.Task | None = None
+        self._snapshot_requests: asyncio.Task | None = None
         self.membership = Membership(storage, settings, "batch", process_id,
                                      lambda: list(self.folds)) if storage.shared else None
 
@@ -218,6 +219,8 @@ class BatchWorker:
             self._refresh = asyncio.create_task(self._follow())
             self._model_events = asyncio.create_task(follow_model_events(self.storage,
                                                                          self._sync))
+            self._snapshot_requests = asyncio.create_task(follow_snapshot_requests(
+                self.storage, self.folds.get))
 
     async def _wake_on_jobs(self) -> None:
         """Job notifications wake the model's job loop (the periodic check covers gaps)."""
@@ -268,7 +271,8 @@ class BatchWorker:
             await fold.stop(final_snapshot=False)
 
     async def stop(self) -> None:
-        for task in (self._refresh, self._job_events, self._model_events):
+        for task in (self._refresh, self._job_events, self._model_events,
+                     self._snapshot_requests):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

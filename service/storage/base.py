@@ -36,6 +36,14 @@ class Appended(tuple):
         return self
 
 
+async def _never():
+    """An async iterator that never yields (the events of a single-process backend)."""
+    import asyncio
+
+    await asyncio.Event().wait()
+    yield ""  # pragma: no cover - never reached
+
+
 class ModelChangedError(KeyError):
     """The append named an incarnation of the model that is not the stored one (the model
     was deleted, or deleted and created again under its name): nothing was appended."""
@@ -268,16 +276,21 @@ class Storage(abc.ABC):
     def job_events(self):
         """Async iterator of model names, one per :meth:`notify_job`."""
 
+    async def request_snapshot(self, model: str) -> None:  # noqa: B027 - one process
+        """Ask the process that folds ``model`` to write a snapshot now (shared backends;
+        one process folds every model itself)."""
+
+    def snapshot_requests(self):
+        """Async iterator of model names, one per :meth:`request_snapshot`."""
+        return _never()
+
     async def notify_models(self, model: str) -> None:  # noqa: B027 - one process: no-op
         """Tell every process that ``model`` was created or deleted (shared backends)."""
 
-    async def model_events(self):
+    def model_events(self):
         """Async iterator of model names, one per :meth:`notify_models` of any process
         (a single-process backend has none: it waits forever)."""
-        import asyncio
-
-        await asyncio.Event().wait()
-        yield ""  # pragma: no cover - never reached
+        return _never()
 
     @abc.abstractmethod
     async def save_job(self, model: str, job_id: str, record: bytes) -> None: ...

@@ -325,7 +325,7 @@ def test_storage_failure_is_a_503_problem_and_nothing_is_acknowledged(make_setti
                     ).raise_for_status()
         storage = app.state.manager.storage
 
-        async def disk_full(model, entries):
+        async def disk_full(model, entries, **_):
             raise OSError(28, "No space left on device")
 
         original, storage.append = storage.append, disk_full
@@ -336,7 +336,7 @@ def test_storage_failure_is_a_503_problem_and_nothing_is_acknowledged(make_setti
         assert response.headers["retry-after"] == "1"
         assert "No space left on device" in response.json()["detail"]
 
-        async def broken(model, entries):
+        async def broken(model, entries, **_):
             raise RuntimeError("secret internals")
 
         storage.append = broken

@@ -1,7 +1,8 @@
 """Pub/sub on Redis: a published or rolled-back version reaches every process
 (``featurebudget:versions``, published by the scripts), a queued retrain job the folding
 ones (``featurebudget:jobs``), a model created or deleted every process
-(``featurebudget:models-changed``). A subscription is one connection; each event O(1).
+(``featurebudget:models-changed``), a request for a snapshot now the folding one
+(``featurebudget:snapshot-requests``). A subscription is one connection; each event O(1).
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ class EventsMixin:
 
     def model_events(self):
         return self._names(wire.MODELS_CHANNEL)
+
+    async def request_snapshot(self, model: str) -> None:
+        await self.client.publish(wire.SNAPSHOTS_CHANNEL, model)
+
+    def snapshot_requests(self):
+        return self._names(wire.SNAPSHOTS_CHANNEL)
 
     async def _names(self, channel: str):
         """The model names published on ``channel``."""
