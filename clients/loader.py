@@ -77,10 +77,12 @@ def load_file(path: str, model: str, *, via: str = "rest", url: str = "http://12
         from algorithms.sparse.libsvm import parse_libsvm
         from clients.stream import StreamProducer, redis_client
         from service import wire
+        from service.storage.schemes import redis_url_in_env
 
-        redis_url = redis_url or os.environ.get("FEATUREBUDGET_REDIS_URL")
+        redis_url = redis_url or redis_url_in_env()
         if not redis_url:
-            raise SystemExit("--via stream needs --redis-url or FEATUREBUDGET_REDIS_URL")
+            raise SystemExit("--via stream needs --redis-url or FEATUREBUDGET_STORAGE_URL "
+                             "(FEATUREBUDGET_REDIS_URL)")
         client = redis_client(redis_url)  # a Redis server or a Redis Cluster
         raw = client.hget(wire.MODELS_KEY, model)
         if raw is None:

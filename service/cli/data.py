@@ -8,6 +8,8 @@ import json
 import os
 import sys
 
+from service.storage import schemes
+
 
 def _load(args: argparse.Namespace) -> int:
     from clients.loader import load_file
@@ -47,7 +49,7 @@ def _fit_statistics(args: argparse.Namespace) -> int:
     from service.settings import Settings
 
     if args.redis_url:
-        os.environ["FEATUREBUDGET_REDIS_URL"] = args.redis_url
+        schemes.set_url_env(args.redis_url)
     if args.data_dir:
         os.environ["FEATUREBUDGET_DATA_DIR"] = args.data_dir
     if (args.after_log_id is None) == (not args.merge):
@@ -144,7 +146,7 @@ def add_load(commands) -> None:
     load.add_argument("--via", choices=("rest", "stream"), default="rest")
     load.add_argument("--url", default=os.environ.get("FEATUREBUDGET_URL",
                                                       "http://127.0.0.1:8000"))
-    load.add_argument("--redis-url", default=os.environ.get("FEATUREBUDGET_REDIS_URL"))
+    load.add_argument("--redis-url", default=schemes.redis_url_in_env())
     load.add_argument("--api-key", default=os.environ.get("FEATUREBUDGET_API_KEY"))
     load.add_argument("--batch-size", type=int, default=1000)
     load.add_argument("--wait", action="store_true", help="return once everything is applied")

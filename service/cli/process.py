@@ -9,16 +9,18 @@ import os
 import sys
 import tempfile
 
+from service.storage import schemes
+
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     if args.redis_url:
-        os.environ["FEATUREBUDGET_REDIS_URL"] = args.redis_url
+        schemes.set_url_env(args.redis_url)
     if args.data_dir:
         os.environ["FEATUREBUDGET_DATA_DIR"] = args.data_dir
-    if args.workers > 1 and not os.environ.get("FEATUREBUDGET_REDIS_URL"):
-        print("featurebudget serve: --workers > 1 needs Redis (FEATUREBUDGET_REDIS_URL); "
+    if args.workers > 1 and not schemes.redis_url_in_env():
+        print("featurebudget serve: --workers > 1 needs Redis (FEATUREBUDGET_STORAGE_URL); "
               "the embedded backend serves from one process", file=sys.stderr)
         return 2
     created = None
@@ -72,12 +74,12 @@ def _worker(args: argparse.Namespace) -> int:
     from service.settings import Settings
 
     if args.redis_url:
-        os.environ["FEATUREBUDGET_REDIS_URL"] = args.redis_url
+        schemes.set_url_env(args.redis_url)
     if args.data_dir:
         os.environ["FEATUREBUDGET_DATA_DIR"] = args.data_dir
     settings = Settings()
     if not settings.redis_url:
-        print("featurebudget worker: needs Redis (--redis-url or FEATUREBUDGET_REDIS_URL); on "
+        print("featurebudget worker: needs Redis (--redis-url or FEATUREBUDGET_STORAGE_URL); on "
               "the embedded backend `featurebudget serve` runs the batch worker itself",
               file=sys.stderr)
         return 2

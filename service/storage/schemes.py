@@ -103,3 +103,22 @@ def check_redis(url: str) -> None:
 
     wire.cluster_url(url)  # malformed cluster or sentinel URLs raise here
     wire.sentinel_url(url)
+
+
+def redis_url_in_env(environ=None) -> str | None:
+    """The Redis URL that ``FEATUREBUDGET_STORAGE_URL`` (or its alias
+    ``FEATUREBUDGET_REDIS_URL``) names in the environment; None for another backend or none.
+    For commands that decide before the settings are read."""
+    import os
+
+    environ = os.environ if environ is None else environ
+    url = environ.get("FEATUREBUDGET_STORAGE_URL") or environ.get("FEATUREBUDGET_REDIS_URL")
+    return url if is_redis(url) else None
+
+
+def set_url_env(url: str) -> None:
+    """A command-line flag's storage URL as the setting and its alias (a flag wins over
+    the environment, whichever name the environment used)."""
+    import os
+
+    os.environ["FEATUREBUDGET_STORAGE_URL"] = os.environ["FEATUREBUDGET_REDIS_URL"] = url
