@@ -15,8 +15,9 @@ models (rendezvous order; only the load bound moves more). A process acquires a 
 lease only for the models placed on it, or for any model whose lease has been free for a
 whole renewal period (its placed process is gone or disagrees). An owner that is no longer
 the placed one hands the model over (snapshot, then release) once the placed process has
-been a member for a whole lease period. A killed owner's models are taken over within
-about ``lease_seconds`` (its lease and its membership expire) plus one renewal period
+been a member for a whole lease period. A member that missed two renewals counts as gone
+(nothing is placed on or handed over to a killed process). A killed owner's models are
+taken over within about ``lease_seconds`` (its lease expires) plus one renewal period
 (``lease_seconds / 3``).
 """
 

@@ -208,7 +208,9 @@ class Storage(abc.ABC):
     async def members(self, role: str, process_id: str, *, joined: float,
                       expires: float) -> dict[str, float]:
         """Register ``process_id`` until ``expires`` (wall clock); every live member of the
-        role -> when it joined. A single-process backend has one member."""
+        role -> when it joined. A member that has not renewed for two thirds of its period
+        is not live (it missed two renewals: likely killed). A single-process backend has
+        one member."""
         return {process_id: joined}
 
     async def leave(self, role: str, process_id: str) -> None:  # noqa: B027

@@ -59,6 +59,9 @@ class LeasesMixin:
         pipe.hgetall(key)
         _, raw = await pipe.execute()
         now, live, expired = time.time(), {}, []
+        # a member that missed two renewals (every lease / 3) is not counted live: it is
+        # likely gone (killed), so no model is placed on or handed over to it meanwhile
+        silent = (expires - now) / 3
         for member, value in raw.items():
             try:
                 since, until = (float(v) for v in text(value).split())
@@ -66,7 +69,7 @@ class LeasesMixin:
                 since, until = 0.0, 0.0
             if until < now:
                 expired.append(member)
-            else:
+            elif until - now >= silent:
                 live[text(member)] = since
         if expired:
             await self.client.hdel(key, *expired)
