@@ -23,6 +23,7 @@ from service import priority
 from service.allocator import retain_freed_memory
 from service.answers import AnswerPool
 from service.api import batch, examples, health, models, snapshots
+from service.api.deps import presented_key
 from service.api.openapi import ERROR_RESPONSES
 from service.errors import ServiceError
 from service.kernel_cache import warm_batch_kernels, warm_kernels
@@ -45,19 +46,27 @@ def problem(status: int, title: str, detail: str, errors: list | None = None,
 
 
 class BodyLimitMiddleware:
-    """413 problem+json for a declared Content-Length over the limit (before reading)."""
+    """413 problem+json for a declared Content-Length over the limit (before reading); with
+    API keys configured, a request without a valid key is answered 401 first (a client
+    learns nothing of the limits without a key)."""
 
-    def __init__(self, app, limit: int) -> None:
+    def __init__(self, app, limit: int, key_roles: dict[str, str] | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.key_roles = key_roles or {}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
             for name, value in scope.get("headers", ()):
                 if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                    response = problem(413, "Request body too large",
-                                       f"body of {int(value)} bytes is over the limit of "
-                                       f"{self.limit} bytes")
+                    if self.key_roles and presented_key(Request(scope)) not in self.key_roles:
+                        response = problem(401, "Unauthorized", "a valid API key is required "
+                                           "(X-API-Key or Bearer)",
+                                           headers={"WWW-Authenticate": "Bearer"})
+                    else:
+                        response = problem(413, "Request body too large",
+                                           f"body of {int(value)} bytes is over the limit of "
+                                           f"{self.limit} bytes")
                     await response(scope, receive, send)
                     return
         await self.app(scope, receive, send)
@@ -127,7 +136,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="featurebudget", version="1", lifespan=lifespan)
     app.state.settings = settings
     app.state.key_roles = settings.key_roles()
-    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes,
+                       key_roles=app.state.key_roles)
     for router in (models.router, examples.router, batch.router, snapshots.router, batch.ui):
         app.include_router(router, responses=ERROR_RESPONSES)
     app.include_router(health.router)

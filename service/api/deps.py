@@ -29,7 +29,8 @@ Manager = Annotated[ModelManager, Depends(get_manager)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 
 
-def _presented_key(request: Request) -> str | None:
+def presented_key(request: Request) -> str | None:
+    """The API key a request presents (X-API-Key, or Authorization: Bearer), or None."""
     key = request.headers.get("x-api-key")
     if key:
         return key
@@ -43,7 +44,7 @@ def _require(request: Request, role: str) -> None:
     roles: dict[str, str] = request.app.state.key_roles
     if not roles:
         return
-    key = _presented_key(request)
+    key = presented_key(request)
     if key is None or key not in roles:
         raise HTTPException(401, "a valid API key is required (X-API-Key or Bearer)",
                             headers={"WWW-Authenticate": "Bearer"})

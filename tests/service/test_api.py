@@ -289,6 +289,19 @@ def test_api_keys(make_settings):
         assert client.get("/readyz").status_code == 200
 
 
+def test_a_body_over_the_limit_without_a_key_is_a_401(make_settings):
+    """Without a valid key nothing about the request is answered but 401 (not even that
+    its declared body is too large); with one, the 413."""
+    settings = make_settings(api_keys="admin", max_body_bytes=1 << 16)
+    with TestClient(create_app(settings)) as client:
+        big = b"x" * ((1 << 16) + 1)
+        answer = client.put("/v1/models/m/snapshot", content=big)
+        assert answer.status_code == 401, answer.text
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert client.put("/v1/models/m/snapshot", content=big,
+                          headers={"X-API-Key": "admin"}).status_code == 413
+
+
 def test_health_and_metrics(client, x1):
     X, y = x1
     assert client.get("/healthz").json() == {"status": "ok"}
