@@ -101,6 +101,7 @@ def _loads(data: bytes, max_bytes: int) -> dict[str, Any]:
             if total > max_bytes:
                 raise StateFormatError(f"state members exceed the size limit of {max_bytes} "
                                        "bytes")
+        _check_disjoint(infos, len(data))
         try:
             header = json.loads(archive.read(_META))
         except ValueError as exc:
@@ -119,6 +120,22 @@ def _loads(data: bytes, max_bytes: int) -> dict[str, Any]:
                 raise StateFormatError(f"unexpected member {name!r} in state archive")
             state[name[: -len(".npy")]] = _read_npy(name, archive.read(name))
     return state
+
+
+def _check_disjoint(infos: list[zipfile.ZipInfo], size: int) -> None:
+    """Stored members each take their own bytes of the archive: a directory whose entries
+    point at overlapping data (a few MB read as GBs, member after member) is refused.
+    O(members log members)."""
+    end = 0
+    for info in sorted(infos, key=lambda i: i.header_offset):
+        if info.file_size != info.compress_size:
+            raise StateFormatError(f"member {info.filename!r} declares two sizes")
+        start = info.header_offset + 30 + len(info.orig_filename.encode()) + \
+            len(info.extra)  # the local header, before the data
+        if info.header_offset < end or start + info.compress_size > size:
+            raise StateFormatError(f"member {info.filename!r} overlaps another or runs "
+                                   "past the archive")
+        end = start + info.compress_size
 
 
 def _read_npy(name: str, raw: bytes) -> np.ndarray:

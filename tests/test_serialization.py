@@ -93,3 +93,28 @@ def test_model_from_bytes_refuses_garbage(data):
 
     with pytest.raises(ValueError):
         model_from_bytes(data)
+
+
+def test_members_that_overlap_are_refused():
+    """A member whose stored data runs over the next member (the overlapping-members zip
+    bomb: each member read in full, a few MB of body read as GBs) is refused before
+    anything is read."""
+    import struct
+
+    blob = bytearray(dumps_state({"a": np.arange(1000, dtype=np.float64),
+                                  "b": np.arange(1000, dtype=np.float64)}))
+    infos = zipfile.ZipFile(io.BytesIO(bytes(blob))).infolist()
+    first, second = (i for i in infos if i.filename in ("a.npy", "b.npy"))
+    data_start = first.header_offset + 30 + len(first.filename) + len(first.extra)
+    spans = second.header_offset + 30 + len(second.filename) + second.compress_size \
+        - data_start  # a's data now covers b's header and data too
+    struct.pack_into("<II", blob, first.header_offset + 18, spans, spans)  # local header
+    directory = bytes(blob).rindex(b"PK\x01\x02" , 0, bytes(blob).rindex(b"PK\x05\x06"))
+    while True:  # a's central directory entry
+        name_length = struct.unpack_from("<H", blob, directory + 28)[0]
+        if bytes(blob[directory + 46:directory + 46 + name_length]) == b"a.npy":
+            break
+        directory = bytes(blob).rindex(b"PK\x01\x02", 0, directory)
+    struct.pack_into("<II", blob, directory + 20, spans, spans)
+    with pytest.raises(StateFormatError, match="overlaps"):
+        loads_state(bytes(blob))
