@@ -346,8 +346,9 @@ def parse_snapshot(blob: bytes, spec: ModelSpec | None = None, *,
 def _count(value, field: str) -> int:
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise item_error(f"must be a non-negative integer, got {value!r}", field=field)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 62:
+        raise item_error(f"must be a non-negative integer below 2^62, got {value!r}",
+                         field=field)  # (a count that fits the serving view's int64s)
     return value
 
 
