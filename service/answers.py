@@ -11,7 +11,7 @@ bound. Cost per answer: one thread hand-over (tens of microseconds, but under lo
 hand-back waits for the GIL, up to the 5 ms switch interval) on top of the work.
 
 Warm answers run inline: a call whose *shape* (the function, the model and the version it
-serves, the computed set or budget, the number of examples) last cost at most
+serves, the computed set or cost cap, the number of examples) last cost at most
 ``INLINE_SECONDS`` of CPU is answered on the event loop at once, with no hand-over; its
 cost is measured again each time, so a shape that turns slow (its solves evicted) goes back
 to the pool on its next call. A never-seen shape, a new version, and any call whose sets
@@ -48,19 +48,21 @@ SHAPES_KEPT = 4096  # the costs of the most recent shapes
 
 def call_shape(function, args: tuple):
     """What makes two answers cost alike, or None when unknown: ``(function, model,
-    served version, computed set or budget, examples)`` for a ``(host, document)`` call
-    whose document names its set (``computed_groups``) or a ``budget``. O(|set|)."""
+    served version, computed set, cost cap, examples)`` for a ``(host, document)`` call
+    whose document names its set (``computed_groups``) or a cost cap (``max_cost``, or
+    its old name ``budget``). O(|set|)."""
     if len(args) < 2 or not isinstance(args[-1], dict):
         return None
     host, document = args[0], args[-1]
     served = getattr(host, "served", None)
-    groups, budget = document.get("computed_groups"), document.get("budget")
-    if served is None or (groups is None and budget is None):
+    groups = document.get("computed_groups")
+    caps = (document.get("max_cost"), document.get("budget"))  # (budget: the old name)
+    if served is None or (groups is None and caps == (None, None)):
         return None  # no version yet, or sets from the examples' own groups
     examples = document.get("examples")
     try:
         key = (function, id(host), id(served), tuple(groups) if isinstance(groups, list)
-               else groups, budget, len(examples) if isinstance(examples, list) else -1)
+               else groups, caps, len(examples) if isinstance(examples, list) else -1)
         hash(key)
     except TypeError:  # an unhashable value: the call's own checks will name it
         return None

@@ -38,11 +38,14 @@ def test_a_cheap_known_shape_is_answered_inline_and_a_slow_or_new_one_is_not():
         for _ in range(2):
             await pool.run(answer, host, {"examples": [{}], "budget": 9.0})
         assert threads[-2:] == ["answers_0", "answers_0"]  # slow: never inline
+        for _ in range(3):  # a cost cap (max_cost) names the set too
+            await pool.run(answer, host, {"examples": [{}], "max_cost": 2.5})
+        assert threads[-3:] == ["answers_0", loop, loop]
         for _ in range(2):  # sets from the examples themselves: unknown cost, the pool
             await pool.run(answer, host, {"examples": [{}]})
         assert threads[-2:] == ["answers_0", "answers_0"]
         return loop
 
     asyncio.run(main())
-    assert pool.inline == 2
+    assert pool.inline == 4
     pool.close()
