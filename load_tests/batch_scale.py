@@ -22,9 +22,12 @@ bulk rows, then the one-example and the 500-example entries (below); phases, in 
    (``examples_applied``, polled every 20 ms).
 3. **one-example entries**: 400 POSTs of one example each (FBX1 binary bodies with targets,
    up to 16 in flight, none waiting for its fold); examples/s from the first POST to all
-   applied (and how long after the last 202). On Redis also the same entries XADDed to
+   applied (and how long after the last 202). On Redis also one-example entries XADDed to
    the model's log in one pipeline (what the POSTs append, minus HTTP): the fold then reads
-   them from a backlog, which isolates its own rate from the client's.
+   them from a backlog, which isolates its own rate from the client's. The backlog holds
+   the rows of the 500-example entries, one per entry (as many examples as phase 4, so
+   the two rates span alike; 200-400 entries folded in tens of milliseconds, where the
+   20 ms polling of ``examples_applied`` alone moved the rate by half).
 4. **500-example entries**: 8 POSTs of 500 examples (FBX1), measured the same way. Goal: the
    one-example rate within 2x of this one.
    Next to 2-4, the floor: bare :meth:`SufficientStatistics.update` on the same rows in
@@ -47,7 +50,8 @@ bulk rows, then the one-example and the 500-example entries (below); phases, in 
 7. **warm prediction**: one fixed set (half the groups), one warm-up request, then 500
    requests/s for 5 s with the open-loop raw asyncio client of ``predict_latency.py``
    (``RawPool``, its generator process): p50 / p99 / max, and how late the generator sent
-   (its send lag). Goal: p99 < 5 ms.
+   (its send lag). Goal: p99 < 5 ms. Then the floor: ``GET /healthz`` (no work)
+   at the same rate, as long, with the same client.
 8. **peak RSS** of the server (and worker) processes (``VmHWM``: the process's lifetime
    peak; and the RSS once ready, before the model), next to the service's own size estimate
    for the spec (``service.batch.spec.estimate_sizes`` / ``memory_bytes``, whichever exists,
@@ -643,7 +647,8 @@ def warm_predictions(client: httpx.Client, stack: Stack, model: str, groups: lis
                      row: np.ndarray, ids: list[int], seconds: float, work: Path,
                      timeout: float) -> dict:
     """One fixed set: a warm-up request, then ``WARM_RATE`` requests/s for ``seconds`` with
-    predict_latency's open-loop raw client (its generator process)."""
+    predict_latency's open-loop raw client (its generator process); then the floor, ``GET
+    /healthz`` (no work) at the same rate and for as long with the same client."""
     body = orjson.dumps({"examples": [example_json(groups, row, ids)],
                          "computed_groups": [groups[g]["name"] for g in ids]})
     path = f"/v1/models/{model}/predict"
@@ -663,8 +668,14 @@ def warm_predictions(client: httpx.Client, stack: Stack, model: str, groups: lis
     keep = ("sent", "answered", "errors", "achieved_rate_per_s", "p50_ms", "p99_ms",
             "p999_ms", "max_ms", "send_lag_p50_ms", "send_lag_p99_ms", "send_lag_max_ms",
             "max_in_flight", "error_kinds", "cpu_per_s", "client", "loop")
+    floor_spec = dict(spec, path="/healthz", mode="get", bodies=None)
+    process = predict_latency.run_role("generator", floor_spec, work, f"floor-{model}",
+                                       timeout=seconds + 120)
+    floor = predict_latency.summarize("floor", predict_latency.collect(process, "floor"),
+                                      seconds)
     return {"rate_per_s": WARM_RATE, "seconds": seconds, "groups": len(ids),
-            **{k: row_summary.get(k) for k in keep}}
+            **{k: row_summary.get(k) for k in keep},
+            "healthz_floor": {k: floor.get(k) for k in keep}}
 
 
 # ============================================================================ one D x backend
@@ -730,10 +741,10 @@ def run_case(D: int, backend: str, data: dict, cfg: dict, args, redis_client) ->
                                           len(data["one_bodies"]), 16, timeout)
         if stack.backend == "redis":
             phase = "one_example_backlog"
-            print(f"  {backend} D={D}: {len(data['one_bodies'])} one-example entries from a "
+            print(f"  {backend} D={D}: {len(data['backlog_bodies'])} one-example entries from a "
                   "backlog (XADD) ...", file=sys.stderr)
             row["phases"][phase] = backlog_phase(client, stack, redis_client, model,
-                                                 data["one_bodies"], timeout)
+                                                 data["backlog_bodies"], timeout)
         phase = "block_500"
         print(f"  {backend} D={D}: {len(data['block_bodies'])} 500-example entries ...",
               file=sys.stderr)
@@ -855,6 +866,10 @@ def prepare(D: int, cfg: dict) -> dict:
             "bulk": bulk, "one": one, "blocks": blocks,
             "bulk_bodies": [libsvm_body(a, b) for a, b in bulk],
             "one_bodies": [fbx1(a, b) for a, b in one],
+            # the rows of the 500-example entries again, one per entry: the backlog folds
+            # as many examples as the 500-example phase, so both rates span alike
+            "backlog_bodies": [fbx1(a[k:k + 1], b[k:k + 1]) for a, b in blocks
+                               for k in range(a.shape[0])],
             "block_bodies": [fbx1(a, b) for a, b in blocks],
             "predict_rows": predict_rows}
 
@@ -1017,8 +1032,8 @@ def print_table(res: dict) -> None:
           "side was bound by the client (all applied within 100 ms of the last 202).\n")
     print("| D | backend | outcome | bulk libsvm | 1-example entries | 500-example entries | "
           "500-ex / 1-ex | retrain -> served s (job s) | snapshot s (n) | cold p50 / p99 ms "
-          "| /healthz p99 / max ms | warm p99 ms (send lag p99) | peak RSS (over ready) / "
-          "estimate GB |")
+          "| /healthz p99 / max ms | warm p99 ms (/healthz floor p99; send lag p99) "
+          "| peak RSS (over ready) / estimate GB |")
     print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
           "| ---: |")
     for row in res["rows"]:
@@ -1037,6 +1052,7 @@ def print_table(res: dict) -> None:
         cold = p.get("cold_predict", {})
         hz = cold.get("healthz", {})
         warm = p.get("warm_predict", {})
+        floor = warm.get("healthz_floor") or {}
         cold_goal = (cold.get("median_ms") < g["cold_median_ms_at_2000"]) \
             if D == 2000 and cold.get("median_ms") is not None else None
         hz_goal = (hz["p99_ms"] < g["healthz_p99_ms"] and hz["max_ms"] < g["healthz_max_ms"]) \
@@ -1064,25 +1080,32 @@ def print_table(res: dict) -> None:
               f"{_f(cold.get('median_ms'), '.1f')} / {_f(cold.get('p99_ms'), '.1f')}"
               f"{_mark(cold_goal)} | {_f(hz.get('p99_ms'), '.1f')} / "
               f"{_f(hz.get('max_ms'), '.1f')}{_mark(hz_goal)} | "
-              f"{_f(warm.get('p99_ms'), '.2f')} ({_f(warm.get('send_lag_p99_ms'), '.2f')})"
-              f"{_mark(warm_goal)} | "
+              f"{_f(warm.get('p99_ms'), '.2f')} ({_f(floor.get('p99_ms'), '.2f')}; "
+              f"{_f(warm.get('send_lag_p99_ms'), '.2f')}){_mark(warm_goal)} | "
               f"{_f(peak / 1e9 if peak else None, '.2f')} "
               f"({'+' if peak else ''}{_f((peak - ready) / 1e9 if peak else None, '.2f')}) / "
               f"{_f(estimate / 1e9 if estimate else None, '.2f')} |")
     backlog = [r for r in res["rows"] if r["phases"].get("one_example_backlog")]
     if backlog:
-        print("\nRedis: the one-example entries XADDed in one pipeline (a backlog the fold "
-              "reads in blocks), against the 500-example entries:\n")
+        print("\nRedis: one-example entries XADDed in one pipeline (a backlog the fold reads in "
+              "blocks; the rows of the 500-example entries, one per entry), against the "
+              "500-example entries; end to end and over the fold's busy seconds:\n")
         print("| D | backlog, end to end (ex/s) | backlog, while folding (ex/s) | "
-              "500-example entries, end to end (ex/s) | ratio |")
-        print("| ---: | ---: | ---: | ---: | ---: |")
+              "500-example entries, end to end (ex/s) | 500-example, while folding (ex/s) | "
+              "ratio end to end | ratio while folding |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for row in backlog:
             b = row["phases"]["one_example_backlog"]
-            block = row["phases"].get("block_500", {}).get("examples_per_s")
+            blocks = row["phases"].get("block_500", {})
+            block, block_busy = blocks.get("examples_per_s"), \
+                blocks.get("fold_busy_examples_per_s")
             ratio = block / b["examples_per_s"] if block and b.get("examples_per_s") else None
+            busy = block_busy / b["fold_busy_examples_per_s"] \
+                if block_busy and b.get("fold_busy_examples_per_s") else None
             print(f"| {row['D']:,} | {_f(b.get('examples_per_s'))} | "
-                  f"{_f(b.get('fold_busy_examples_per_s'))} | {_f(block)} | "
-                  f"{_f(ratio, '.1f')}{_mark(None if ratio is None else ratio <= 2.0)} |")
+                  f"{_f(b.get('fold_busy_examples_per_s'))} | {_f(block)} | {_f(block_busy)} | "
+                  f"{_f(ratio, '.1f')}{_mark(None if ratio is None else ratio <= 2.0)} | "
+                  f"{_f(busy, '.1f')}{_mark(None if busy is None else busy <= 2.0)} |")
     for row in res["rows"]:
         for failure in row.get("failures", []):
             print(f"\n{row['backend']} D={row['D']}: {failure['phase']} {failure['kind']}: "
