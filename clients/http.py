@@ -101,12 +101,13 @@ class ModelInfo:
     trained_through: str | None = None
     train_examples: int | None = None
     validation_examples: int | None = None
+    incarnation: str | None = None  # a new id at every creation of a model of this name
 
     _FIELDS = ("name", "algorithm", "params", "budget", "n_features", "hash_bits",
                "examples_applied", "log_position", "log_end", "progressive_accuracy",
                "n_selected", "selected_features", "family", "task", "groups", "version",
                "version_created_at", "trained_through", "train_examples",
-               "validation_examples")
+               "validation_examples", "incarnation")
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ModelInfo:

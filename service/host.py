@@ -301,7 +301,8 @@ class ModelHost(Host):
         public: dict[str, Any] = dict(
             name=self.name, algorithm=self.spec.algorithm, params=self.spec.params,
             budget=self.spec.budget, n_features=self.n_features, hash_bits=self.spec.hash_bits,
-            created_at=self.spec.created_at, examples_applied=examples, updates=updates,
+            created_at=self.spec.created_at, incarnation=self.spec.incarnation,
+            examples_applied=examples, updates=updates,
             log_position=position, log_end=log_end,
             progressive_accuracy=correct / progressive if progressive else None,
             progressive_examples=progressive, n_selected=int(len(indices)), owner=self.owner)

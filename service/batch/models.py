@@ -225,6 +225,7 @@ class BatchModels:
         return {
             "name": spec.name, "algorithm": spec.algorithm, "family": spec.family,
             "task": spec.task, "params": spec.params, "created_at": spec.created_at,
+            "incarnation": spec.incarnation,
             "groups": [g.model_dump() for g in spec.groups], "n_features": spec.dimension,
             "version": None if served is None else served.version,
             "version_created_at": None if served is None else served.meta.get("created_at"),
