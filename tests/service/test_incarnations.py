@@ -109,3 +109,19 @@ def test_a_batch_model_created_again_is_folded_by_its_new_fold(make_settings, re
             assert described["examples_applied"] == 20
         assert b.get("/v1/models/g/deadletters").json()["entries"] == []
 
+
+
+@REDIS_ONLY
+def test_readyz_says_when_no_process_folds_a_batch_model(make_settings):
+    """An API process without a batch worker on a shared backend, and no worker anywhere:
+    the batch model is folded by nobody, and /readyz says so once a lease period passed."""
+    with TestClient(create_app(make_settings(batch_worker=False, lease_seconds=1))) as api:
+        body = {"name": "g", "algorithm": "cs-g-omp", "groups": GROUPS}
+        assert api.post("/v1/models", json=body).status_code == 201
+        deadline = time.monotonic() + 10
+        while (answer := api.get("/readyz")).status_code == 200:
+            assert time.monotonic() < deadline, answer.json()
+            time.sleep(0.1)
+        assert answer.status_code == 503
+        assert "model g: no process folds it" in answer.json()["detail"]
+        assert "featurebudget worker" in answer.json()["detail"]
