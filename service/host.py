@@ -34,7 +34,10 @@ from service.storage import id_key
 from service.view import ServingView, top_names
 
 _SERVICE_KEYS = ("svc_log_id", "svc_progressive_examples", "svc_progressive_correct",
-                 "svc_feature_names", "svc_model")
+                 "svc_feature_names", "svc_model", "svc_format_version")
+# the layout of the service's members of a snapshot (beside the learner's own envelope);
+# 0: written before the member existed
+SERVICE_FORMAT_VERSION = 1
 
 
 def new_learner(spec: ModelCreate, max_bytes: int | None = None):
@@ -229,7 +232,8 @@ class ModelHost(Host):
                          svc_progressive_examples=self.progressive_examples,
                          svc_progressive_correct=self.progressive_correct,
                          svc_feature_names=[[int(k), v] for k, v in self.names.items()],
-                         svc_model=self.spec.model_dump(mode="json"))
+                         svc_model=self.spec.model_dump(mode="json"),
+                         svc_format_version=SERVICE_FORMAT_VERSION)
         return dumps_state(state), log_id
 
     def check_blob(self, blob: bytes, *, check_spec: bool = True):
@@ -355,6 +359,12 @@ def _count(value, field: str) -> int:
 
 def _check_service_keys(extra: dict, names_max: int) -> dict:
     """The service's members of a snapshot, typed and consistent."""
+    version = extra["svc_format_version"]
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version not in (0, SERVICE_FORMAT_VERSION)):
+        raise item_error(f"this code reads the service members of format "
+                         f"{SERVICE_FORMAT_VERSION} (and snapshots written before it), got "
+                         f"{version!r}", field="svc_format_version")
     # absent members are None; no truth test, which an array member would make raise
     log_id = "" if extra["svc_log_id"] is None else extra["svc_log_id"]
     if not isinstance(log_id, str) or len(log_id) > 64:

@@ -43,6 +43,8 @@ def edited(blob: bytes, **changes) -> bytes:
     ({"svc_progressive_examples": "x"}, "svc_progressive_examples"),
     ({"svc_progressive_examples": -5}, "svc_progressive_examples"),
     ({"svc_progressive_examples": 2**64}, "svc_progressive_examples"),  # broke the view
+    ({"svc_format_version": 7}, "svc_format_version"),
+    ({"svc_format_version": np.arange(2)}, "svc_format_version"),
     ({"svc_progressive_correct": 10**6}, "svc_progressive_correct"),
     ({"svc_feature_names": [[1, 2, 3]]}, "svc_feature_names"),
     ({"svc_feature_names": [[10**9, "far"]]}, "svc_feature_names"),
