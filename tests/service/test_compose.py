@@ -88,8 +88,8 @@ def test_worker_service_exists_and_prometheus_scrapes_what_compose_runs():
     # several API workers share /metrics through the multiprocess directory
     assert int(option(api["command"], "--workers")) > 1
     assert environment(api)["PROMETHEUS_MULTIPROC_DIR"] in api.get("tmpfs", [])
-    assert environment(api)["FEATUREBUDGET_REDIS_URL"] == environment(worker)[
-        "FEATUREBUDGET_REDIS_URL"]
+    assert environment(api)["FEATUREBUDGET_STORAGE_URL"] == environment(worker)[
+        "FEATUREBUDGET_STORAGE_URL"]
     assert option(api["command"], "--host") == "0.0.0.0"
     assert environment(worker)["FEATUREBUDGET_METRICS_HOST"] == "0.0.0.0"
     config = yaml.safe_load((DOCKER / "prometheus/prometheus.yml").read_text())

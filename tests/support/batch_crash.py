@@ -109,7 +109,7 @@ def killed_worker_loses_and_duplicates_nothing(redis_url: str, tmp_path: Path, a
     for bit."""
     X, y = diabetes()
     env = environment(redis_url, tmp_path)
-    url, _ = start_api(env, tmp_path)
+    url, api = start_api(env, tmp_path)
     body = {"name": name, "algorithm": algorithm, "groups": DIABETES_GROUPS,
             "params": {**NO_POLICY, **params}}
     assert httpx.post(f"{url}/v1/models", json=body, timeout=30).status_code == 201
@@ -148,3 +148,8 @@ def killed_worker_loses_and_duplicates_nothing(redis_url: str, tmp_path: Path, a
     expected = one_pass(redis_url, spec)
     assert folded["examples"] == 440
     assert_same_fold(folded, expected)
+    # the next scenario on the same Redis finds no batch model left without a worker (its
+    # API process would never be ready: /readyz names a model no process folds)
+    assert httpx.delete(f"{url}/v1/models/{name}", timeout=30).status_code == 204
+    api.send_signal(signal.SIGTERM)
+    api.wait(timeout=60)
