@@ -10,14 +10,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from algorithms.anytime.model import METHODS
 from algorithms.online import LEARNERS
+from service.batch.families import FAMILIES, STATISTICS, algorithm_families
 
 # The API's algorithms come from the registries: a learner added to LEARNERS (one file and
-# one line, algorithms/README.md) is an algorithm of POST /v1/models.
+# one line, algorithms/README.md) is an algorithm of POST /v1/models, and so is every
+# algorithm of a batch family's adapter (service.batch.families.FAMILIES).
 ALGORITHMS = tuple(LEARNERS)
-ANYTIME_ALGORITHMS = METHODS  # every sequencing method of AnytimeLinearModel
-BATCH_ALGORITHMS = ANYTIME_ALGORITHMS + ("gbfs", "nvsd", "auto")
+BATCH_FAMILY = algorithm_families()  # batch algorithm -> its family
+# the algorithms whose fold keeps sufficient statistics (the anytime sequencing methods)
+ANYTIME_ALGORITHMS = tuple(a for a, name in BATCH_FAMILY.items()
+                           if FAMILIES[name].fold_kind == STATISTICS)
+BATCH_ALGORITHMS = tuple(BATCH_FAMILY)
 ALL_ALGORITHMS = ALGORITHMS + BATCH_ALGORITHMS
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$"
@@ -63,7 +67,7 @@ class ModelCreate(BaseModel):
 
     @model_validator(mode="after")
     def _one_feature_space(self) -> ModelCreate:
-        if self.algorithm in BATCH_ALGORITHMS:
+        if self.algorithm in BATCH_FAMILY:
             return self._check_batch()
         if self.groups is not None or self.task is not None:
             raise ValueError(f"groups and task are for batch models; {self.algorithm} is an "
@@ -104,15 +108,13 @@ class ModelCreate(BaseModel):
 
     @property
     def family(self) -> str:
-        """``online``, ``anytime``, ``gbfs``, ``nvsd`` or ``auto`` (an anytime sequence and
-        GBFS, each computed set answered by the better: ``algorithms.per_set``)."""
-        if self.algorithm in ALGORITHMS:
-            return "online"
-        return "anytime" if self.algorithm in ANYTIME_ALGORITHMS else self.algorithm
+        """``online``, or the batch family of the algorithm (``anytime``, ``gbfs``,
+        ``nvsd``, ``auto``: a key of ``service.batch.families.FAMILIES``)."""
+        return BATCH_FAMILY.get(self.algorithm, "online")
 
     @property
     def is_batch(self) -> bool:
-        return self.algorithm in BATCH_ALGORITHMS
+        return self.algorithm in BATCH_FAMILY
 
     @property
     def dimension(self) -> int:

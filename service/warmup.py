@@ -157,7 +157,8 @@ def warm_all(report: Callable[[str], None] | None = None) -> dict[str, str]:
     from algorithms.online import LEARNERS
     from algorithms.online._featuremap import DIRECT_MAX_FEATURES
     from service.app import create_app
-    from service.schemas import ALGORITHMS, ANYTIME_ALGORITHMS
+    from service.batch.families import FAMILIES
+    from service.schemas import ALGORITHMS
     from service.settings import Settings
 
     report = report or (lambda line: None)
@@ -181,12 +182,7 @@ def warm_all(report: Callable[[str], None] | None = None) -> dict[str, str]:
                     _warm_online(client, algorithm, f"warm-{algorithm}-wide", rng,
                                  n_features=big)
                 report(f"{algorithm}: {time.perf_counter() - started:.1f} s")
-            batch = [(a, "regression", None) for a in ANYTIME_ALGORITHMS]
-            batch += [("gbfs", "regression", {"n_estimators": 3}),
-                      ("gbfs", "classification", {"n_estimators": 3}),
-                      ("nvsd", "regression", None),
-                      ("nvsd", "regression", {"estimator": "plain"}),
-                      ("auto", "classification", {"gbfs_params": {"n_estimators": 3}})]
+            batch = [case for adapter in FAMILIES.values() for case in adapter.warm_cases]
             for algorithm, task, params in batch:
                 started = time.perf_counter()
                 failure = _warm_batch(client, algorithm, rng, task, params)

@@ -1,5 +1,6 @@
-"""The fold of a batch model's log: sufficient statistics (anytime) or bounded windows
-(gbfs, nvsd), each with a training and a held-out validation part.
+"""The fold of a batch model's log: sufficient statistics or bounded windows (the kind its
+family's adapter names: ``service.batch.families``), each with a training and a held-out
+validation part.
 
 Held-out rule: example ``k`` (0-based) of the log entry with id ``e`` is held out when
 ``u(e, k) < validation_fraction``, with ``u = splitmix64(crc32(e) · 2³² + k) / 2⁶⁴``: a
@@ -15,7 +16,7 @@ however the entries were grouped into reads; statistics equal it to rounding (th
 order differs; 1e-10 relative is tested). (A block whose non-zeros fill at least a quarter
 of its rows x D is folded as a dense array, through BLAS.)
 
-Anytime classification models also keep a reservoir of held-out *rows* beside the
+Classification models of a statistics family also keep a reservoir of held-out *rows* beside the
 validation statistics (``held_out_rows``: ``spec.held_out_capacity`` rows, at most 5,000
 and 64 MiB), on which a version's error, log-loss and calibrated probabilities are
 measured per computed set; states written before it load with an empty one.
@@ -37,13 +38,9 @@ import scipy.sparse as sp
 
 from algorithms.anytime import SufficientStatistics
 from algorithms.sparse import CSRBatch
-from service.batch.spec import (
-    BatchLayout,
-    BatchParams,
-    Window,
-    held_out_capacity,
-    validation_size,
-)
+from service.batch.families import STATISTICS, family_of
+from service.batch.layout import BatchLayout, BatchParams, Window
+from service.batch.sizes import held_out_capacity, validation_size
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 DENSE_FRACTION = 0.25  # entries at least this dense update the statistics as dense arrays
@@ -186,11 +183,12 @@ class BatchFoldState:
 
     def __init__(self, family: str, layout: BatchLayout, params: BatchParams) -> None:
         self.family = family
+        self.statistics = family_of(family).fold_kind == STATISTICS
         self.layout = layout
         self.params = params
         D = layout.n_features
         self.held_out_rows: RowWindow | None = None
-        if family == "anytime":
+        if self.statistics:
             self.train: Any = SufficientStatistics(D)
             self.validation: Any = SufficientStatistics(D)
             if layout.spec.task == "classification" and params.validation_fraction > 0:
@@ -235,7 +233,7 @@ class BatchFoldState:
         self.applied_id = entry_ids[-1]
 
     def _add(self, part, matrix: sp.csr_matrix, y: np.ndarray) -> None:
-        if self.family == "anytime":
+        if self.statistics:
             m, D = matrix.shape
             if matrix.nnz >= DENSE_FRACTION * m * D:  # dense rows: the BLAS path, centred
                 part.update(matrix.toarray(), y)
@@ -246,16 +244,16 @@ class BatchFoldState:
 
     @property
     def train_examples(self) -> int:
-        return int(self.train.n) if self.family == "anytime" else self.train.count
+        return int(self.train.n) if self.statistics else self.train.count
 
     @property
     def validation_examples(self) -> int:
-        return int(self.validation.n) if self.family == "anytime" else self.validation.count
+        return int(self.validation.n) if self.statistics else self.validation.count
 
     def training_copy(self) -> tuple[Any, Any]:
         """(training, validation) data for a fit, independent of later folding: statistics
-        copies (anytime) or ``(X, y)`` windows (validation None when empty)."""
-        if self.family == "anytime":
+        copies or ``(X, y)`` windows (validation None when empty)."""
+        if self.statistics:
             validation = self.validation.copy() if self.validation.n else None
             return self.train.copy(), validation
         validation = self.validation.data() if self.validation.count else None
@@ -263,9 +261,9 @@ class BatchFoldState:
 
     def held_out_copy(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Held-out rows ``(X, y)`` a version measures its per-set figures on: the
-        validation window (gbfs, nvsd) or the anytime classification reservoir; None when
-        there are none."""
-        rows = self.validation if self.family != "anytime" else self.held_out_rows
+        validation window (window families) or the classification reservoir of a
+        statistics family; None when there are none."""
+        rows = self.held_out_rows if self.statistics else self.validation
         return rows.data() if rows is not None and rows.count else None
 
     # ------------------------------------------------------------------ state
@@ -275,7 +273,7 @@ class BatchFoldState:
                                  "examples": int(self.examples),
                                  "applied_id": self.applied_id or ""}
         for prefix, part in (("train", self.train), ("validation", self.validation)):
-            if self.family == "anytime":
+            if self.statistics:
                 state.update({f"{prefix}.{k}": v for k, v in part.state_dict().items()})
             else:
                 state.update(part.state(prefix))
@@ -301,7 +299,7 @@ class BatchFoldState:
             raise ValueError("applied_id must be a string")
         for prefix in ("train", "validation"):
             part = getattr(fresh, prefix)
-            if self.family == "anytime":
+            if self.statistics:
                 part = _load_statistics(state, prefix, self.layout.n_features)
                 setattr(fresh, prefix, part)
             else:

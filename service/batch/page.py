@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from service.batch.families import FAMILIES
+
 DASH = "\u2014"  # what a missing value shows as, never "None"
 
 _STYLE = """
@@ -31,14 +33,17 @@ td.name, th.name { text-align: left; }
 .muted { color: #777; } svg text { font: 12px system-ui, sans-serif; }
 """
 
-HALVES = ("anytime", "gbfs")
+# the halves of a model that answers each set with one of two (auto): colour and dash
+_HALF_STYLE = {half: style for adapter in FAMILIES.values()
+               for half, style in adapter.halves.items()}
+HALVES = tuple(_HALF_STYLE)
 PARTS = ("train", "validation")
 METRICS = {"explained_variance": "explained variance", "rmse": "RMSE", "error": "error",
            "log_loss": "log-loss"}
 _FIXED = ("groups", "name", "cost", "cumulative_cost")
 _EXTRA = {"trees": "trees used", "answered_by": "answered by"}
-_HALF_LABEL = {None: "", "anytime": "anytime half", "gbfs": "gbfs half"}
-_HALF_COLOR = {"anytime": "#7b3fb5", "gbfs": "#2ca02c"}
+_HALF_LABEL = {None: "", **{half: f"{half} half" for half in HALVES}}
+_HALF_COLOR = {half: color for half, (color, _) in _HALF_STYLE.items()}
 
 # plot geometry (SVG user units)
 WIDTH, LEFT, RIGHT, TOP, PLOT_HEIGHT = 760, 70, 20, 20, 290
@@ -153,7 +158,7 @@ def _series(figures: list[Figure], plotted: str | None) -> list[Series]:
             out.append(Series(f.key, "validation", "validation", "#d62728", None, 2))
         else:
             color = _HALF_COLOR.get(f.half, "#ff7f0e")
-            dash = "7 4" if f.half == "anytime" else "2 3"
+            dash = _HALF_STYLE[f.half][1]
             label = header(_HALF_LABEL[f.half], f.part) if f.part == "train" \
                 else _HALF_LABEL[f.half]
             out.append(Series(f.key, f"{f.half}-{f.part}", label, color, dash, 2.5))

@@ -65,10 +65,10 @@ async def model_target(storage: Storage, model: str) -> Target:
     if raw is None:
         raise PublishError(f"there is no model {model!r}")
     spec = ModelSpec.model_validate_json(raw)
-    keeping = [family for family in FAMILIES.values() if family.fold_kind == STATISTICS]
-    if spec.family not in {family.name for family in keeping}:
-        kinds = " or ".join(family.name for family in keeping)
-        algorithms = ", ".join(a for family in keeping for a in family.algorithms)
+    keeping = [adapter for adapter in FAMILIES.values() if adapter.fold_kind == STATISTICS]
+    if spec.family not in {adapter.name for adapter in keeping}:
+        kinds = " or ".join(adapter.name for adapter in keeping)
+        algorithms = ", ".join(a for adapter in keeping for a in adapter.algorithms)
         raise PublishError(
             f"model {model!r} is a {spec.family} model ({spec.algorithm}); only {kinds} "
             f"models ({algorithms}) keep sufficient statistics")

@@ -1,0 +1,157 @@
+"""The anytime family (``AnytimeLinearModel``, one API algorithm per sequencing method):
+the fold keeps sufficient statistics, a version answers ``w(S)·x + b(S)`` with
+``w(S) = C_S⁻¹ b_S`` (cached per set) and the expected explained variance of exactly ``S``
+on the validation statistics (one quadratic form; the training statistics when none were
+held out); classification adds the held-out rows' error, log-loss and calibrated
+probabilities. ``next_group`` is the method's greedy choice given ``S`` within the cap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from algorithms.anytime.model import METHODS
+from service.batch.curves import FitError
+from service.batch.families.base import StatisticsFamily
+from service.batch.layout import BatchLayout
+from service.batch.sizes import (
+    ANYTIME_CUBE_SECONDS,
+    ANYTIME_FIT_SQUARES,
+    ANYTIME_GROUP_SECONDS,
+    ANYTIME_LOAD_SQUARES,
+    FIT_FIXED_SECONDS,
+    GROUP_LASSO_SECONDS,
+    HEADER_BYTES,
+    SNAPSHOT_COPIES,
+    SizeEstimate,
+    held_out_capacity,
+    statistics_bytes,
+)
+
+
+def anytime_seconds(D: float, J: float, method: str) -> float:
+    """Seconds of an anytime fit's sequencing over D features in J groups."""
+    seconds = ANYTIME_CUBE_SECONDS * D ** 3 + ANYTIME_GROUP_SECONDS * J * D * D
+    if method == "group-lasso":
+        seconds += ANYTIME_CUBE_SECONDS * D ** 3 + GROUP_LASSO_SECONDS * 60 * 200 * D * D
+    return seconds
+
+
+class AnytimeFamily(StatisticsFamily):
+    name = "anytime"
+    algorithms = METHODS
+    default_policy = (10_000, 60.0)
+    reserved = frozenset({"groups", "costs", "method"})
+    warm_cases = tuple((method, "regression", None) for method in METHODS)
+
+    def estimator_classes(self, estimator):
+        from algorithms.anytime import AnytimeLinearModel
+
+        return [AnytimeLinearModel]
+
+    def build_estimator(self, algorithm, task, layout, params):
+        from algorithms.anytime import AnytimeLinearModel
+
+        return AnytimeLinearModel(groups=layout.groups, costs=layout.costs, method=algorithm,
+                                  **dict(params.algorithm))
+
+    def fit(self, estimator, task, layout, params, training, validation, progress):
+        if training.n < 2:
+            raise FitError(f"needs at least 2 training examples, the statistics hold "
+                           f"{training.n}")
+        progress(0.1)
+        model = estimator.fit_statistics(training, validation=validation)
+        progress(0.9)
+        return model, _metrics(model, layout)
+
+    # ------------------------------------------------------------------ artifact
+    def model_class(self, meta):
+        from algorithms.registry import class_of
+
+        return class_of("anytime-linear-model")
+
+    def check_fits(self, model, layout, validation):
+        D = layout.n_features
+        if model.n_features_in_ != D or len(model.groups_) != layout.n_groups:
+            raise ValueError(f"artifact has {model.n_features_in_} features in "
+                             f"{len(model.groups_)} groups, this model {D} in "
+                             f"{layout.n_groups}")
+        if validation is not None and validation.n_features != D:
+            raise ValueError("artifact's validation statistics have the wrong dimension")
+
+    def scorer(self, artifact):
+        return artifact.anytime_scores if artifact.task == "classification" else None
+
+    def answer(self, artifact, X, S):
+        scores = artifact.anytime_scores(X, S)
+        ev, basis = artifact.expected_ev(S)
+        out = {"predictions": scores.tolist(), "groups_used": artifact.names(S),
+               "cost": artifact.layout.cost_of(S), "expected_explained_variance": ev,
+               "expected_on": basis}
+        if artifact.figures is not None:  # classification with held-out rows
+            figures = artifact.figures.figures(S)
+            out.update(expected_error=figures.error, expected_log_loss=figures.log_loss,
+                       expected_error_on="validation")
+            return artifact.calibrated(figures.logits(scores), out)
+        return artifact.labels(scores, out)
+
+    def next_step(self, artifact, S, budget):
+        g = artifact.model.next_group(S, max_cost=budget)
+        if g is None:
+            return None
+        return g, artifact.expected_ev(sorted(set(S) | {g}))[0] - artifact.expected_ev(S)[0]
+
+    def order(self, artifact):
+        return [int(g) for g in artifact.model.sequence_]
+
+    def budget_set(self, artifact, budget):
+        j = max(artifact.model.prefix_length(budget), 0)
+        return sorted(int(g) for g in artifact.model.sequence_[:j])
+
+    def sequence_figures(self, artifact, S, j, metrics):
+        row: dict[str, Any] = {"train_explained_variance": metrics["train_explained_variance"][j]}
+        validation = metrics["validation_explained_variance"]
+        row["validation_explained_variance"] = None if validation is None else validation[j]
+        if artifact.figures is not None:
+            figures = artifact.figures.figures(S)
+            row.update(validation_error=figures.error, validation_log_loss=figures.log_loss)
+        return row
+
+    # ------------------------------------------------------------------ sizes
+    def sizes(self, spec, params, versions):
+        """Statistics ``8·(D² + 3D)`` each, two of them (training and validation), plus
+        for classification a reservoir of ``R = held_out_capacity(D)`` held-out rows
+        (``8·R·(D+1)``); a version holds the Gram's upper triangle, the prefix weights and
+        the validation statistics (``8·(1.5·D² + (J+8)·D)``, plus the held-out rows),
+        served with the full Gram rebuilt (``+ 4·D²``); a fit peaks at ``7.5`` D x D
+        arrays (group-lasso ``9``), loading a version at ``5`` beyond its blob; writing a
+        snapshot of S bytes holds ``1.75·S``."""
+        D, J = int(spec.dimension), len(spec.groups)
+        square = 8 * D * D
+        rows = 0
+        if spec.task == "classification" and params.validation_fraction > 0:
+            rows = 8 * held_out_capacity(D) * (D + 1)
+        fold = 2 * statistics_bytes(D) + rows
+        snapshot = fold + HEADER_BYTES
+        artifact = square // 2 + 8 * (J + 8) * D + statistics_bytes(D) + rows
+        served = artifact + square // 2
+        squares = 9 if spec.algorithm == "group-lasso" else ANYTIME_FIT_SQUARES
+        fit = int(squares * square) + 3 * rows
+        load = artifact + ANYTIME_LOAD_SQUARES * square + rows
+        return SizeEstimate(fold, snapshot, int(SNAPSHOT_COPIES[self.fold_kind] * snapshot),
+                            max(fit, load), served, artifact, versions)
+
+    def fit_seconds(self, spec, params, examples):
+        """D³ and J·D² of the sequencing (iterations x D² for group-lasso)."""
+        D, J = float(spec.dimension), float(len(spec.groups))
+        return FIT_FIXED_SECONDS + anytime_seconds(D, J, spec.algorithm)
+
+
+def _metrics(model, layout: BatchLayout) -> dict[str, Any]:
+    validation = model.validation_explained_variance_
+    return {"sequence": [layout.group_names[int(g)] for g in model.sequence_],
+            "cumulative_cost": [float(c) for c in model.cumulative_cost_],
+            "train_explained_variance": [float(v) for v in model.train_explained_variance_],
+            "validation_explained_variance": None if validation is None else
+            [float(v) for v in validation]}
+
