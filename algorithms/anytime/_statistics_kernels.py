@@ -18,11 +18,17 @@ at import for the one signature their callers use (contiguous float64 / int64 ar
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+
+_IN_INDEX = types.Array(types.int64, 1, "C", readonly=True)  # rows are only read
+_IN_VALUES = types.Array(types.float64, 1, "C", readonly=True)
+_IN_MATRIX = types.Array(types.float64, 2, "C", readonly=True)
+_F8 = types.float64
 
 
-@njit("UniTuple(f8, 2)(i8[::1], i8[::1], f8[::1], f8[::1], f8, f8[::1], f8[:, ::1], f8[::1], "
-      "f8, f8)", cache=True, nogil=True)
+@njit(types.UniTuple(_F8, 2)(_IN_INDEX, _IN_INDEX, _IN_VALUES, _IN_VALUES, _F8,
+                              _F8[::1], _F8[:, ::1], _F8[::1], _F8, _F8), cache=True,
+      nogil=True)
 def fold_sparse_rows(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                      y: np.ndarray, n: float, mean_x: np.ndarray, mxx: np.ndarray,
                      mxy: np.ndarray, mean_y: float, myy: float) -> tuple[float, float]:
@@ -71,7 +77,7 @@ def fold_sparse_rows(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray
     return mean_y + dy * (m / total), myy + myy_b + f * dy * dy
 
 
-@njit("void(f8[:, ::1], f8[:, ::1], f8[::1], f8)", cache=True, nogil=True)
+@njit(types.void(_F8[:, ::1], _IN_MATRIX, _IN_VALUES, _F8), cache=True, nogil=True)
 def merge_into(mxx: np.ndarray, other: np.ndarray, delta: np.ndarray, f: float) -> None:
     """``mxx += other + f δδᵀ`` in one sweep (D, D). O(D²)."""
     D = mxx.shape[0]

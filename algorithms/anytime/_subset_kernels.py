@@ -5,16 +5,22 @@ They read the parts of a (D, D) symmetric matrix a computed set needs, row by ro
 of a fancy-indexed copy (``C[np.ix_(rows, cols)]`` gathers element by element through
 temporaries) or a product with the whole matrix (``C @ w`` reads all D² entries even
 when ``w`` has ``k << D`` non-zeros). Compiled at import for contiguous float64 arrays and
-int64 indices (the callers pass nothing else).
+int64 indices, read-only or not (the callers pass nothing else).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+
+# the inputs are only read: typed read-only, which also takes writable arrays (a fitted
+# model loaded from a read-only memory map answers through the same kernels)
+_MATRIX = types.Array(types.float64, 2, "C", readonly=True)
+_VECTOR = types.Array(types.float64, 1, "C", readonly=True)
+_INDEX = types.Array(types.int64, 1, "C", readonly=True)
 
 
-@njit("f8[:, ::1](f8[:, ::1], i8[::1], i8[::1])", cache=True, nogil=True)
+@njit(types.float64[:, ::1](_MATRIX, _INDEX, _INDEX), cache=True, nogil=True)
 def gather(C: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``C[np.ix_(rows, cols)]`` as a new C-contiguous array. O(|rows|·|cols|)."""
     out = np.empty((rows.shape[0], cols.shape[0]))
@@ -26,7 +32,7 @@ def gather(C: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit("f8[::1](f8[:, ::1], f8[::1], i8[::1], f8[::1], i8[::1])", cache=True, nogil=True)
+@njit(types.float64[::1](_MATRIX, _VECTOR, _INDEX, _VECTOR, _INDEX), cache=True, nogil=True)
 def residual_at(C: np.ndarray, b: np.ndarray, idx: np.ndarray, w: np.ndarray,
                 feats: np.ndarray) -> np.ndarray:
     """``(b − C[:, idx] w)[feats]`` for symmetric ``C``: row ``f`` of ``C`` at ``idx``
@@ -41,7 +47,7 @@ def residual_at(C: np.ndarray, b: np.ndarray, idx: np.ndarray, w: np.ndarray,
     return out
 
 
-@njit("f8(f8[:, ::1], i8[::1], f8[::1])", cache=True, nogil=True)
+@njit(types.float64(_MATRIX, _INDEX, _VECTOR), cache=True, nogil=True)
 def quadratic_form(M: np.ndarray, idx: np.ndarray, c: np.ndarray) -> float:
     """``c ᵀ M[idx, idx] c`` (``c`` given on ``idx``). O(|idx|²)."""
     total = 0.0
