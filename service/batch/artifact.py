@@ -250,7 +250,5 @@ class Artifact:
         """The trained sequence of groups (the family's adapter says which)."""
         return self.adapter.order(self)
 
-    _order = order  # the name callers used before the adapters
-
     def names(self, groups) -> list[str]:
         return [self.layout.group_names[int(g)] for g in groups]
