@@ -146,6 +146,8 @@ class ModelPublic(BaseModel):
     n_features: int
     hash_bits: int | None
     created_at: float
+    incarnation: str = Field("", description="a new id at every creation: a model deleted "
+                             "and created again under this name has another")
     examples_applied: int
     updates: int
     log_position: str | None = Field(description="id of the last applied log entry")
@@ -166,6 +168,7 @@ class BatchModelPublic(BaseModel):
     task: str
     params: dict[str, Any]
     created_at: float
+    incarnation: str = Field("", description="a new id at every creation")
     groups: list[GroupSpec]
     n_features: int
     version: int | None = Field(description="the version this process serves (null: none yet)")
@@ -226,3 +229,71 @@ class SnapshotRestored(BaseModel):
     log_position: str | None
     version: int | None = None
 
+
+
+class NextRequest(BaseModel):
+    """``POST /next``: the groups computed so far and an optional cost cap (``budget``: its
+    deprecated alias)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    computed_groups: list[str] = []
+    max_cost: float | None = Field(None, ge=0, allow_inf_nan=False)
+    budget: float | None = Field(None, ge=0, allow_inf_nan=False,
+                                 description="deprecated alias of max_cost")
+
+
+class NextGroup(BaseModel):
+    name: str
+    cost: float
+    expected_gain: float | None = None
+
+
+class NextResponse(BaseModel):
+    model: str
+    version: int
+    computed_groups: list[str]
+    cost: float
+    next_group: NextGroup | None
+
+
+class JobPublic(BaseModel):
+    """A retrain job (``status``: queued, running, succeeded, failed or cancelled; an API
+    process that does not serve the succeeded job's version yet says ``published``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled", "published"]
+    trigger: str
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    progress: float = 0.0
+    examples_used: int | None = None
+    validation_examples: int | None = None
+    trained_through: str | None = None
+    requested_through: str | None = None
+    duration_seconds: float | None = None
+    error: str | None = None
+    version: int | None = None
+    attempts: int = 0
+    cancel_requested: bool | None = None
+
+
+class JobList(BaseModel):
+    model: str
+    jobs: list[JobPublic]
+
+
+class VersionList(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    current: int | None
+    versions: list[dict]
+
+
+class RollbackDone(BaseModel):
+    model: str
+    current: int

@@ -45,6 +45,7 @@ from service.batch.sizes import held_out_capacity, validation_size
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 DENSE_FRACTION = 0.25  # entries at least this dense update the statistics as dense arrays
 KIND = "featurebudget-batch-fold"
+FORMAT_VERSION = 1  # the envelope of algorithms.states: kind + format_version
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
@@ -165,8 +166,8 @@ class RowWindow:
     def load(self, state: dict[str, Any], prefix: str) -> None:
         seen = state.get(f"{prefix}.seen")
         X, y = state.get(f"{prefix}.X"), state.get(f"{prefix}.y")
-        if isinstance(seen, bool) or not isinstance(seen, int) or seen < 0:
-            raise ValueError(f"{prefix}.seen must be a non-negative integer")
+        if isinstance(seen, bool) or not isinstance(seen, int) or not 0 <= seen < 1 << 62:
+            raise ValueError(f"{prefix}.seen must be a non-negative integer below 2^62")
         count = min(seen, self.capacity)
         if not isinstance(X, np.ndarray) or X.dtype != np.float64 or \
                 X.shape != (count, self.X.shape[1]):
@@ -268,7 +269,8 @@ class BatchFoldState:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"kind": KIND, "family": self.family,
+        state: dict[str, Any] = {"kind": KIND, "format_version": FORMAT_VERSION,
+                                 "family": self.family,
                                  "n_features": self.layout.n_features,
                                  "examples": int(self.examples),
                                  "applied_id": self.applied_id or ""}
@@ -286,6 +288,11 @@ class BatchFoldState:
         fresh = BatchFoldState(self.family, self.layout, self.params)
         if state.get("kind") != KIND:
             raise ValueError(f"not a batch-fold state (kind {state.get('kind')!r})")
+        version = state.get("format_version", 0)  # 0: written before the version member
+        if isinstance(version, bool) or not isinstance(version, int) or \
+                version not in (0, FORMAT_VERSION):
+            raise ValueError(f"batch-fold state has format_version {version!r}; this code "
+                             f"reads {FORMAT_VERSION} and states written before it")
         if state.get("family") != self.family:
             raise ValueError(f"state is of a {state.get('family')!r} model, this model is "
                              f"{self.family!r}")
@@ -293,8 +300,9 @@ class BatchFoldState:
             raise ValueError(f"state has {state.get('n_features')!r} features, this model "
                              f"{self.layout.n_features}")
         examples, applied = state.get("examples"), state.get("applied_id")
-        if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
-            raise ValueError("examples must be a non-negative integer")
+        if isinstance(examples, bool) or not isinstance(examples, int) or \
+                not 0 <= examples < 1 << 62:
+            raise ValueError("examples must be a non-negative integer below 2^62")
         if not isinstance(applied, str):
             raise ValueError("applied_id must be a string")
         for prefix in ("train", "validation"):
