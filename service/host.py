@@ -199,18 +199,6 @@ class ModelHost(Host):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._applied_event.wait(), timeout)
 
-    async def wait_position(self, log_id: str, timeout: float) -> bool:
-        """Whether ``log_id`` is applied here within ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        target = id_key(log_id)
-        while id_key(self.applied_id) < target:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._applied_event.wait(), min(remaining, 0.5))
-        return True
-
     def remember_names(self, names: dict[int, str]) -> None:
         room = self.feature_names_max - len(self.names)
         if room <= 0:

@@ -133,7 +133,7 @@ class OnlineModels:
         if self.storage.shared:
             ok = await wait_visible(self.storage, host, log_id, timeout)
         else:
-            ok = await host.wait_position(log_id, timeout)
+            ok = await self.folds[host.name].wait_applied(log_id, timeout)
         if not ok:
             raise WaitTimeoutError(f"entries up to {log_id} were not applied within {timeout} "
                                    "s; they are in the log and will be")

@@ -15,23 +15,10 @@ class EventsMixin:
     """The pub/sub half of :class:`~service.storage.redis.RedisStorage`."""
 
     async def version_events(self):
-        pubsub, node_client = self.topology.pubsub(wire.VERSIONS_CHANNEL)
-        try:
-            await pubsub.subscribe(wire.VERSIONS_CHANNEL)
-            async for message in pubsub.listen():
-                if message.get("type") != "message":
-                    continue
-                model, _, version = text(message["data"]).rpartition(" ")
-                if model and version.isdigit():
-                    yield model, int(version)
-        except Exception as exc:
-            if self.topology.retries(exc):  # a lost node: the next subscription elsewhere
-                await self.topology.refresh()
-            raise
-        finally:
-            await pubsub.aclose()
-            if node_client is not None:
-                await node_client.aclose()
+        async for message in self._names(wire.VERSIONS_CHANNEL):
+            model, _, version = message.rpartition(" ")  # "<model> <version>"
+            if model and version.isdigit():
+                yield model, int(version)
 
     async def notify_job(self, model: str) -> None:
         await self.client.publish(wire.JOBS_CHANNEL, model)
@@ -52,7 +39,7 @@ class EventsMixin:
         return self._names(wire.SNAPSHOTS_CHANNEL)
 
     async def _names(self, channel: str):
-        """The model names published on ``channel``."""
+        """The messages published on ``channel`` (text)."""
         pubsub, node_client = self.topology.pubsub(channel)
         try:
             await pubsub.subscribe(channel)
