@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from algorithms.serialization import loads_state
+from algorithms.serialization import dumps_state, loads_state
 from service.batch import artifact as artifacts
 from service.batch.fold_state import BatchFoldState
 from service.batch.spec import BatchLayout, split_params
@@ -110,3 +110,17 @@ def test_an_unversioned_fold_snapshot_loads_bit_for_bit(name):
             assert written[key].dtype == value.dtype and np.array_equal(written[key], value), key
         else:
             assert written[key] == value, key
+
+
+@pytest.mark.parametrize("member, value", [
+    ("version", float("inf")), ("version", -1), ("version", "x"), ("version", 2**60),
+    ("created_at", float("nan")), ("examples_used", 2**64), ("trained_through", 7)])
+def test_an_artifact_with_out_of_range_metadata_is_refused(member, value):
+    """What a crafted version's metadata may not hold: it used to be published and then
+    answer 500 (an infinite version number, ...)."""
+    name = ARTIFACTS[0]
+    spec, layout, _ = _spec(name)
+    state = loads_state(blob(name))
+    state["meta"][member] = value
+    with pytest.raises(ValueError, match=f"meta.{member}"):
+        artifacts.unpack(dumps_state(state), spec.family, layout)

@@ -20,6 +20,7 @@ probabilities calibrated for exactly ``S`` (Platt, cross-fitted on the held-out 
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -79,6 +80,7 @@ def unpack(blob: bytes, family: str, layout: BatchLayout) -> Artifact:
         raise ValueError(f"not a valid artifact: {exc}") from exc
     payload = _payload(state)
     meta = payload["meta"]
+    check_meta(meta)
     if meta.get("family") != family:
         raise ValueError(f"artifact of a {meta.get('family')!r} model, this model is "
                          f"{family!r}")
@@ -96,6 +98,33 @@ def unpack(blob: bytes, family: str, layout: BatchLayout) -> Artifact:
     held_out = _held_out(payload, layout, meta.get("task", "regression"))
     return Artifact(int(meta["version"]), meta, family, model, validation, layout,
                     held_out=held_out)
+
+
+_COUNTS = ("examples_used", "validation_examples", "restored_from")
+
+
+def check_meta(meta: dict) -> None:
+    """The members of a version's metadata the service reads, typed and in range
+    (ValueError naming the member): a version in 1..2^53, finite times, counts below 2^62,
+    log ids as strings. O(members)."""
+    version = meta.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version < 1 << 53:
+        raise ValueError(f"meta.version must be an integer in 1..2^53, got {version!r}")
+    for name in ("created_at",):
+        value = meta.get(name)
+        if value is not None and (isinstance(value, bool) or
+                                  not isinstance(value, int | float) or
+                                  not math.isfinite(value)):
+            raise ValueError(f"meta.{name} must be a finite number, got {value!r}")
+    for name in _COUNTS:
+        value = meta.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or
+                                  not 0 <= value < 1 << 62):
+            raise ValueError(f"meta.{name} must be a count below 2^62, got {value!r}")
+    for name in ("trained_through", "job"):
+        value = meta.get(name)
+        if value is not None and (not isinstance(value, str) or len(value) > 64):
+            raise ValueError(f"meta.{name} must be a string of at most 64 characters")
 
 
 def _held_out(state: dict, layout: BatchLayout, task: str):

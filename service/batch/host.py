@@ -108,7 +108,7 @@ class BatchHost(Host):
             try:
                 artifact = await asyncio.to_thread(artifacts.unpack, blob, self.family,
                                                    self.layout)
-            except ValueError as exc:
+            except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
                 self.load_error = f"version {version}: {exc}"
                 log.error("model %s: cannot load version %s: %s", self.name, version, exc)
                 return False

@@ -436,7 +436,7 @@ class BatchModels:
                     raise ValueError("svc_artifact must be a uint8 array")
                 artifact = await asyncio.to_thread(artifacts.unpack, raw_artifact.tobytes(),
                                                    host.family, host.layout)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
             raise InputError(f"snapshot does not fit model {host.name!r}: {exc}",
                              [{"field": "body", "message": str(exc)}]) from exc
         try:

@@ -543,6 +543,27 @@ def test_a_crafted_artifact_in_a_snapshot_is_refused(batch_client, algorithm, ke
     assert answer.status_code == 200 and answer.json()["version"] == 1
 
 
+@pytest.mark.parametrize("version", [float("inf"), -3, 2**64])
+def test_a_snapshot_whose_artifact_names_an_impossible_version_is_refused(batch_client,
+                                                                          version):
+    """A crafted artifact's metadata is checked before anything changes (an infinite
+    version number was published, then every route of the model answered 500)."""
+    from algorithms.serialization import dumps_state, loads_state
+
+    X, y = diabetes()
+    create_batch(batch_client)
+    post_named(batch_client, "d", X, y, 0, 200)
+    assert retrain(batch_client)["version"] == 1
+    snapshot = loads_state(batch_client.get("/v1/models/d/snapshot").content)
+    artifact = loads_state(snapshot["svc_artifact"].tobytes())
+    artifact["meta"]["version"] = version
+    snapshot["svc_artifact"] = np.frombuffer(dumps_state(artifact), dtype=np.uint8)
+    response = batch_client.put("/v1/models/d/snapshot", content=dumps_state(snapshot))
+    assert response.status_code == 422, response.text
+    assert "meta.version" in response.json()["detail"]
+    assert batch_client.get("/v1/models/d/versions").json()["current"] == 1
+
+
 def test_a_succeeded_job_is_served_by_the_process_that_says_so(batch_client):
     """GET /jobs/{id} says "succeeded" only once the answering process serves the job's
     version: a /predict right after never meets the previous one (nor a 409)."""
