@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from algorithms.anytime.model import METHODS
 from service.batch.curves import FitError
 from service.batch.families.base import StatisticsFamily
@@ -78,6 +80,14 @@ class AnytimeFamily(StatisticsFamily):
                              f"{layout.n_groups}")
         if validation is not None and validation.n_features != D:
             raise ValueError("artifact's validation statistics have the wrong dimension")
+        sequence = np.asarray(model.sequence_, dtype=np.int64)
+        expected = np.concatenate([[0.0], np.cumsum(layout.costs[sequence])]) \
+            if sequence.size else np.zeros(1)
+        cumulative = np.asarray(model.cumulative_cost_, dtype=np.float64)
+        if cumulative.shape != expected.shape or not np.allclose(cumulative, expected,
+                                                                 rtol=1e-9, atol=1e-12):
+            raise ValueError("artifact's cumulative costs are not the sums of the groups' "
+                             "costs along its sequence")
 
     def scorer(self, artifact):
         return artifact.anytime_scores if artifact.task == "classification" else None
