@@ -32,15 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from service import metrics
 from service.errors import InputError
-from service.fold_loop import (  # noqa: F401 - the fold's helpers, imported from here too
-    Fold,
-    Lease,
-    LeaseLost,
-    log_fold_failure,
-    renewing,
-    report_applied,
-    save_fenced,
-)
+from service.fold_loop import Fold
 from service.host import ModelHost
 from service.ingest import ExampleBatch, parse_entry
 from service.priority import in_background, lower_priority

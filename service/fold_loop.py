@@ -346,9 +346,6 @@ class Fold:
             await self.reader.start(self.applied_id)
             await self.reader.reclaim(self.applied_id)
         entries, work = await self.read_block()
-        if entries and self.foreign(entries) and await self.deleted():
-            self.forget_read_ahead()  # never applied here, nor acknowledged: the fold of
-            return  # the new model applies them
         if entries:
             async with self.step_lock:
                 if self.reposition:  # a snapshot was restored meanwhile: read again
@@ -364,8 +361,11 @@ class Fold:
         if fresh:
             block = entries[fresh[0]:]  # ids increase: the fresh entries are a suffix
             work, stale = self.work_of(work, fresh[0]), []
-            if self.foreign(block):  # appended for an earlier model of this name
-                block, work, stale = self.without_foreign(block, work)
+            if self.foreign(block):
+                if await self.deleted():  # this fold's model is gone: the fold of the new
+                    self.forget_read_ahead()  # one applies and acknowledges them
+                    return
+                block, work, stale = self.without_foreign(block, work)  # an older model's
             n, rejected = await in_background(self.apply_block, block, work) if block \
                 else (0, [])
             rejected = stale + rejected

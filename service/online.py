@@ -26,7 +26,8 @@ from service.errors import (
     WaitTimeoutError,
     item_error,
 )
-from service.fold import LeaseLost, ModelFold
+from service.fold import ModelFold
+from service.fold_loop import LeaseLost
 from service.following import current_snapshot
 from service.host import ModelHost, new_learner
 from service.ingest import ExampleBatch, parse_json_examples

@@ -78,13 +78,7 @@ def assemble(answers: dict[tuple, dict], rows_of: dict[tuple, list[int]],
         (answer,) = answers.values()
         return {**answer, "answers": per_example}
     keys = {k for a in answers.values() for k in a}
-    out: dict[str, Any] = {k: [None] * n for k in keys}
-    for key, rows in rows_of.items():
-        answer = answers[key]
-        for k in keys:
-            value = answer.get(k)
-            for position, row in enumerate(rows):
-                out[k][row] = value[position] if k in PER_EXAMPLE and value is not None \
-                    else value
+    out: dict[str, Any] = {k: [row.get(_SINGULAR.get(k, k)) for row in per_example]
+                           for k in keys}
     out["answers"] = per_example
     return out

@@ -27,7 +27,7 @@ from service.batch.families import family_of
 from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
 from service.batch.jobs import Job
-from service.batch.retrains import JOBS_KEPT, MAX_ATTEMPTS, JobCancelled, RetrainJobs
+from service.batch.retrains import RetrainJobs
 from service.batch.spec import BatchLayout, split_params
 from service.errors import InputError
 from service.fold_loop import Fold
@@ -37,7 +37,6 @@ from service.schemas import ModelSpec
 from service.storage import LogEntry, Storage, id_key
 
 log = logging.getLogger("featurebudget.worker")
-FINISHED = ("succeeded", "failed", "cancelled")
 
 
 def new_job(trigger: str, requested_through: str | None) -> dict[str, Any]:
@@ -285,5 +284,4 @@ class BatchWorker:
                 await self.membership.leave()
 
 
-__all__ = ["FINISHED", "JOBS_KEPT", "MAX_ATTEMPTS", "BatchFold", "BatchWorker",
-           "JobCancelled", "load_fold_blob", "new_job"]
+__all__ = ["BatchFold", "BatchWorker", "load_fold_blob", "new_job"]

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from service import wire
 from service.app import create_app
-from service.fold import save_fenced
+from service.fold_loop import save_fenced
 from service.settings import Settings
 from service.storage.redis import (
     CHUNKS_TAG,

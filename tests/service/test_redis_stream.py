@@ -210,7 +210,7 @@ def test_an_owner_whose_lease_lapsed_does_not_take_it_back_with_its_stale_state(
     the loss, and takes the lease anew (the fold then reloads the snapshot)."""
     from types import SimpleNamespace
 
-    from service.fold import Lease
+    from service.fold_loop import Lease
 
     async def scenario():
         storage = RedisStorage(redis_url)
