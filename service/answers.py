@@ -14,8 +14,14 @@ Warm answers run inline: a call whose *shape* (the function, the model and the v
 serves, the computed set or cost cap, the number of examples) last cost at most
 ``INLINE_SECONDS`` of CPU is answered on the event loop at once, with no hand-over; its
 cost is measured again each time, so a shape that turns slow (its solves evicted) goes back
-to the pool on its next call. A never-seen shape, a new version, and any call whose sets
-come from the examples themselves always take the pool: a cold solve never runs on the loop.
+to the pool on its next call. Cold answers of small models run inline too: once the last
+``CLASS_WINDOW`` calls of a *class* (the function, the model, the kind of estimator it
+serves, the number of examples: whatever the sets and versions) each cost at most
+``COLD_INLINE_SECONDS``, a never-seen set of that class is answered on the loop (a model of a hundred features solves a new set in a
+few hundred microseconds, less than a hand-over to a thread and back costs while the loop
+is busy: every GIL release in the answer's kernels is a wait for the loop to let go). One
+slower call sends its class back to the pool; a large model (a cold solve of milliseconds)
+never has a cold answer on the loop.
 
 The pool's threads are the process's parallelism, so BLAS runs one thread per call
 (``blas_threads``, through threadpoolctl, for the whole process): BLAS's own threads on top
@@ -43,7 +49,9 @@ class AnswersBusyError(UnavailableError):
 
 
 INLINE_SECONDS = 0.002  # a shape that last cost at most this much CPU is answered inline
-SHAPES_KEPT = 4096  # the costs of the most recent shapes
+COLD_INLINE_SECONDS = 0.002  # every recent call of a class at most this: new sets inline
+CLASS_WINDOW = 32  # calls of a class that must all have been cheap
+SHAPES_KEPT = 4096  # the costs of the most recent shapes (and classes)
 
 
 def call_shape(function, args: tuple):
@@ -69,6 +77,22 @@ def call_shape(function, args: tuple):
     return key
 
 
+def call_class(function, args: tuple):
+    """Calls that cost alike whatever their sets, or None: ``(function, model, the kind of
+    estimator its served version holds, examples)`` for a ``(host, document)`` call of a
+    served model. (The versions of one model share its layout and parameters, so they cost
+    alike: a new version keeps its model's evidence, unless it holds another estimator.)"""
+    if len(args) < 2 or not isinstance(args[-1], dict):
+        return None
+    host, document = args[0], args[-1]
+    served = getattr(host, "served", None)
+    if served is None:
+        return None
+    examples = document.get("examples")
+    return (function, id(host), type(getattr(served, "model", served)).__name__,
+            len(examples) if isinstance(examples, list) else -1)
+
+
 def limit_blas_threads(threads: int) -> bool:
     """Every BLAS library loaded in this process (OpenBLAS under numpy / scipy) runs at most
     ``threads`` threads from now on; False when threadpoolctl is missing (nothing changes)."""
@@ -92,6 +116,8 @@ class AnswerPool:
         self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="answers")
         self.in_flight = 0  # touched on the event loop only
         self._costs: OrderedDict = OrderedDict()  # shape -> CPU seconds of its last call
+        # class -> (cheap calls in a row, up to CLASS_WINDOW)
+        self._classes: OrderedDict = OrderedDict()
         self.inline = 0  # calls answered inline (event loop only)
 
     def _record(self, shape, seconds: float) -> None:
@@ -100,17 +126,36 @@ class AnswerPool:
         while len(self._costs) > SHAPES_KEPT:
             self._costs.popitem(last=False)
 
+    def _record_costs(self, shape, kind, seconds: float) -> None:
+        if shape is not None:
+            self._record(shape, seconds)
+        if kind is not None:
+            self._record_class(kind, seconds)
+
+    def _record_class(self, kind, seconds: float) -> None:
+        cheap = self._classes.get(kind, 0) + 1 if seconds <= COLD_INLINE_SECONDS else 0
+        self._classes[kind] = min(cheap, CLASS_WINDOW)
+        self._classes.move_to_end(kind)
+        while len(self._classes) > SHAPES_KEPT:
+            self._classes.popitem(last=False)
+
+    def _inline(self, shape, kind) -> bool:
+        """Whether a call is answered on the loop: its shape was cheap last time, or every
+        recent call of its class was (module docstring)."""
+        if shape is not None and self._costs.get(shape, INLINE_SECONDS + 1) <= INLINE_SECONDS:
+            return True
+        return kind is not None and self._classes.get(kind, 0) >= CLASS_WINDOW
+
     async def run(self, function, /, *args):
         """``function(*args)`` inline when its shape was cheap last time (module
         docstring), else on an answer thread; AnswersBusyError when full."""
-        shape = call_shape(function, args)
-        if shape is not None and self._costs.get(shape, INLINE_SECONDS + 1) <= INLINE_SECONDS:
+        shape, kind = call_shape(function, args), call_class(function, args)
+        if self._inline(shape, kind):
             started = time.thread_time()
-            try:
-                return function(*args)
-            finally:
-                self._record(shape, time.thread_time() - started)
-                self.inline += 1
+            self.inline += 1
+            result = function(*args)  # (a refused call tells nothing of the cost: no record)
+            self._record_costs(shape, kind, time.thread_time() - started)
+            return result
         if self.in_flight >= self.limit:
             raise AnswersBusyError(f"{self.in_flight} budgeted answers are being computed or "
                                    f"waiting (at most {self.limit}); retry in a second")
@@ -119,19 +164,16 @@ class AnswerPool:
 
         def timed():
             started = time.thread_time()
-            try:
-                return function(*args)
-            finally:
-                cost.append(time.thread_time() - started)
+            result = function(*args)
+            cost.append(time.thread_time() - started)
+            return result
 
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self._executor, timed if shape is not None else function, *(
-                    () if shape is not None else args))
+            return await asyncio.get_running_loop().run_in_executor(self._executor, timed)
         finally:
             self.in_flight -= 1
-            if shape is not None and cost:
-                self._record(shape, cost[0])
+            if cost:
+                self._record_costs(shape, kind, cost[0])
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -54,5 +54,12 @@ def warm_batch_kernels() -> None:
     y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.1 * rng.standard_normal(40)
     model = AnytimeLinearModel(groups=[[0, 1], [2], [3]], costs=[1.0, 1.0, 2.0]).fit(X, y)
     model.next_group([0])
+    # what a model with sets over SMALL_SOLVE features (or a dependent direction) calls from
+    # Python; small sets reach these kernels only from inside other kernels
+    from algorithms.anytime import _kernels
+
+    A = np.eye(2)
+    _kernels.cholesky_pivoted(A, np.zeros(2), np.empty_like(A))
+    _kernels.forward_solve(A, np.ones(2), np.empty(2))
     GBFS(loss="squared", n_estimators=2, max_depth=2, feature_groups=[[0, 1], [2, 3]],
          group_costs=[1.0, 1.0]).fit(X, y).predict(X)

@@ -20,6 +20,8 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from algorithms.sparse import libsvm
+
 _NICE = 10
 _POOL: ThreadPoolExecutor | None = None
 _LOCK = threading.Lock()
@@ -30,6 +32,7 @@ def configure(nice: int, switch_interval_ms: float | None = None) -> None:
     interpreter's GIL switch interval."""
     global _NICE
     _NICE = int(nice)
+    libsvm.set_worker_initializer(lower_priority)  # its parallel parse is ingestion too
     if switch_interval_ms:
         sys.setswitchinterval(switch_interval_ms / 1000)
 

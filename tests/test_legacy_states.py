@@ -124,7 +124,9 @@ def test_gbfs_answers_as_before():
 
 def test_nvsd_answers_as_before():
     model, expected = load("nvsd"), EXPECTED["nvsd"]
-    assert model.predict(np.array(expected["probe"])).tolist() == expected["predictions"]
+    # (to 1e-12: the set solves run in numba kernels since, the last bits may differ)
+    np.testing.assert_allclose(model.predict(np.array(expected["probe"])),
+                               expected["predictions"], rtol=1e-12, atol=1e-12)
     assert model.support_.tolist() == expected["support"]
     unfitted = load("nvsd-unfitted")
     params = dict(EXPECTED["nvsd-unfitted"]["params"])

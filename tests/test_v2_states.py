@@ -1,10 +1,11 @@
 """Batch artifacts of format 2 and fold snapshots without a format version, written by the
 code before the family adapters (``tests/states/v2/make_fixtures.py``), load bit for bit
 (the model's state, the fold's members) and answer as they did then: every answer, next
-group, budget set and sequence row the same, numbers of the window families bit for bit
-and of the anytime family to 1e-12 relative (a computed set's solve and its validation
-explained variance have been computed in fewer operations since, which may change the last
-bits)."""
+group, budget set and sequence row the same, numbers to 1e-9 relative (a computed set's
+solve, which every family's answers and figures go through, and its validation explained
+variance have been computed in fewer operations since, by numba kernels instead of LAPACK
+for small sets, which may change the last bits; a classifier's calibrated figures come from
+an iterative fit stopped at its tolerance, which turns those into about 5e-10)."""
 
 from __future__ import annotations
 
@@ -42,10 +43,13 @@ def _json(value):
     return json.loads(json.dumps(value))
 
 
+RTOL = 1e-9  # (module docstring: a calibrated figure moves up to ~5e-10 with its scores' last bits)
+
+
 def _same(got, want, where, exact: bool) -> None:
-    """Equal answers; numbers bit for bit when ``exact``, else to 1e-12 relative."""
+    """Equal answers; numbers bit for bit when ``exact``, else to ``RTOL`` relative."""
     if isinstance(want, float) and isinstance(got, float) and not exact:
-        assert got == pytest.approx(want, rel=1e-12, abs=1e-12), where
+        assert got == pytest.approx(want, rel=RTOL, abs=RTOL), where
     elif isinstance(want, dict) and isinstance(got, dict):
         assert got.keys() == want.keys(), where
         for key in want:
@@ -80,7 +84,7 @@ def test_a_format_2_artifact_answers_bit_for_bit(name):
             assert np.array_equal(reloaded[key], value), key
         else:
             assert reloaded[key] == value, key
-    exact = spec.family != "anytime"
+    exact = False  # (module docstring)
     probe = sp.csr_matrix(np.array(expected["probe"]))
     for key, answer in expected["answers"].items():
         S, budget = json.loads(key)

@@ -44,6 +44,7 @@ from algorithms.anytime import _kernels as kernels
 from algorithms.anytime import _subset_kernels as gather_kernels
 
 RTOL = 1e-9  # a pivot <= RTOL * C_jj is a dependent direction (as the sequencing)
+SMALL_SOLVE = 256  # factors up to this many features are solved by a numba kernel
 
 
 class Factor:
@@ -60,8 +61,11 @@ class Factor:
         return int(self.idx.nbytes + self.L.nbytes + self.dependent.nbytes)
 
     def solve(self, v: np.ndarray) -> np.ndarray:
-        """``C_S⁻¹ v`` (dependent directions 0). O(k²)."""
+        """``C_S⁻¹ v`` (dependent directions 0). O(k²): a numba kernel up to
+        ``SMALL_SOLVE`` features (LAPACK's wrappers cost more than the solve there)."""
         rhs = np.where(self.dependent, 0.0, v)
+        if len(rhs) <= SMALL_SOLVE:
+            return gather_kernels.solve_factored(self.L, rhs)
         a = scipy.linalg.solve_triangular(self.L, rhs, lower=True, check_finite=False)
         return scipy.linalg.solve_triangular(self.L, a, lower=True, trans="T",
                                              check_finite=False)
@@ -152,19 +156,23 @@ class SubsetSolver:
 
     def _base(self, S: frozenset) -> tuple[int, frozenset, Factor | None]:
         """What ``S``'s factor extends: ``P``'s leading block of the prefix factor (``P``:
-        the longest sequence prefix inside ``S``), or the cached factor of a set ``B ⊂ S``
+        the longest sequence prefix inside ``S``), or the cached factor of a set ``S − {g}``
         holding more features than ``P``, the most of any. A set asked right after one of
         its subsets (``S ∪ {next group}`` after ``S``) then costs one group's block update,
         not a new factorization. Returns ``(p, B, factor or None for the prefix)``.
-        O(cached sets · |S|)."""
+        O(|S|²): |S| lookups, whatever the number of cached sets."""
         p = 0
         while p < len(self.sequence) and self.sequence[p] in S:
             p += 1
         best_set, best, best_size = frozenset(self.sequence[:p]), None, \
             int(self._prefix_ends[p])
+        if len(S) < 2:
+            return p, best_set, best
         with self._lock:
-            for key, cached in self._cache.items():
-                if len(cached.idx) > best_size and key < S:
+            for g in S:
+                key = S - {g}
+                cached = self._cache.get(key)
+                if cached is not None and len(cached.idx) > best_size:
                     best_set, best, best_size = key, cached, len(cached.idx)
         return p, best_set, best
 
@@ -174,6 +182,9 @@ class SubsetSolver:
         R = np.concatenate([self.groups[g] for g in rest]) if rest else \
             np.zeros(0, dtype=np.int64)
         if base is None and p == 0:
+            if len(R) <= SMALL_SOLVE:  # (an empty base: the kernel's plain factorization)
+                return self._extend(np.zeros(0, dtype=np.int64), np.zeros((0, 0)),
+                                    np.zeros(0, dtype=bool), R)
             L, dependent = cholesky(gather_kernels.gather(self.C, R, R), self.tol[R])
             return Factor(R, L, dependent)
         if base is None:
@@ -185,6 +196,8 @@ class SubsetSolver:
             k = len(P)
         if not len(R):
             return Factor(P, L_P, dep_P)
+        if k + len(R) <= SMALL_SOLVE:  # one kernel call (wrappers cost more than the work)
+            return self._extend(P, L_P, dep_P, R)
         V = scipy.linalg.solve_triangular(L_P, gather_kernels.gather(self.C, P, R),
                                           lower=True, check_finite=False)
         V[dep_P] = 0.0
@@ -194,6 +207,18 @@ class SubsetSolver:
         L[:k, k:] = 0.0
         L[k:, :k] = V.T
         L[k:, k:] = L_R
+        return Factor(np.concatenate([P, R]), L, np.concatenate([dep_P, dep_R]))
+
+    def _extend(self, P: np.ndarray, L_P: np.ndarray, dep_P: np.ndarray,
+                R: np.ndarray) -> Factor:
+        """The block update of :meth:`_build` in one kernel call (small sets); a dependent
+        direction in ``R`` (a pivot at or below its tolerance) takes the sanitizing factor
+        of the Schur complement, as :func:`cholesky` does."""
+        L, schur, ok = gather_kernels.extend_factor(self.C, L_P, dep_P, P, R, self.tol[R])
+        dep_R = np.zeros(len(R), dtype=bool)
+        if not ok:
+            L_R, dep_R = cholesky(schur, self.tol[R])
+            L[len(P):, len(P):] = L_R
         return Factor(np.concatenate([P, R]), L, np.concatenate([dep_P, dep_R]))
 
     # ------------------------------------------------------------------ solves
@@ -227,6 +252,12 @@ class SubsetSolver:
         V = None
         if kind == kernels.FR and factor is not None:
             V = factor.half_solve(gather_kernels.gather(C, factor.idx, feats_left))
+        if kind in (kernels.OMP, kernels.FR) and len(feats_left) <= SMALL_SOLVE:
+            scores[left] = gather_kernels.whitened_scores(
+                C, feats_left, starts, r_left, self.tol,
+                V if V is not None else np.zeros((0, 0)), V is not None,
+                0.5 if kind == kernels.FR else 1.0)
+            return scores
         z = np.empty(max(len(self.groups[g]) for g in left))
         for position, g in enumerate(left):
             feats = self.groups[g]

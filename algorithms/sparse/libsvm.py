@@ -217,13 +217,27 @@ def _parse_parallel(buf: np.ndarray, one_based: bool, line_base: Callable[[], in
 
 
 _POOL: list[ThreadPoolExecutor] = []
+_INITIALIZER: list[Callable[[], None] | None] = [None]
+
+
+def set_worker_initializer(initializer: Callable[[], None] | None) -> None:
+    """Run ``initializer`` in each parser thread when it starts (a server lowers their CPU
+    priority so that its request threads come first); takes effect on threads started
+    after the call."""
+    _INITIALIZER[0] = initializer
+
+
+def _start_worker() -> None:
+    if _INITIALIZER[0] is not None:
+        _INITIALIZER[0]()
 
 
 def _pool() -> ThreadPoolExecutor:
     """The parser's worker threads, created once (numba kernels release the GIL)."""
     if not _POOL:
         _POOL.append(ThreadPoolExecutor(max(2, os.cpu_count() or 1),
-                                        thread_name_prefix="libsvm"))
+                                        thread_name_prefix="libsvm",
+                                        initializer=_start_worker))
     return _POOL[0]
 
 

@@ -239,11 +239,11 @@ class LocalLog:
                     else segment.size
                 with open(segment.path, "rb") as handle:
                     handle.seek(start_offset)
-                    data = handle.read(end_offset - start_offset)
+                    data = memoryview(handle.read(end_offset - start_offset))
                 offset = 0
                 for record_seq in range(seq, segment.first_seq + stop):
-                    length, _, _ = _FRAME.unpack_from(data, offset)
-                    payload = data[offset + _FRAME.size:offset + _FRAME.size + length]
+                    length, _, _ = _FRAME.unpack_from(data, offset)  # (views: no copy of a
+                    payload = data[offset + _FRAME.size:offset + _FRAME.size + length]  # MB)
                     out.append(LogEntry(str(record_seq), _fields(payload)))
                     offset += _FRAME.size + length
                 seq = segment.first_seq + stop
@@ -251,13 +251,19 @@ class LocalLog:
         return out
 
     def trim(self, keep_from_seq: int) -> None:
-        """Delete whole segments whose records are all < keep_from_seq."""
+        """Delete whole segments whose records are all < keep_from_seq: taken out of the log
+        under the lock, their files removed after it (unlinking a 64 MB file takes tens of
+        ms: appends and reads do not wait for it)."""
         with self.lock:
-            self._trim(keep_from_seq)
+            dropped = self._trim(keep_from_seq)
+        for path in dropped:
+            path.unlink(missing_ok=True)
 
-    def _trim(self, keep_from_seq: int) -> None:
+    def _trim(self, keep_from_seq: int) -> list[Path]:
+        dropped = []
         while len(self.segments) > 1 and self.segments[1].first_seq <= keep_from_seq:
-            self.segments.pop(0).path.unlink(missing_ok=True)
+            dropped.append(self.segments.pop(0).path)
+        return dropped
 
     def close(self) -> None:
         with self.lock:
@@ -282,17 +288,20 @@ class LocalLog:
         return await in_background(locked)
 
 
-def _fields(payload: bytes) -> dict:
-    """A record's payload as stream-entry fields (``fmt``, ``data``, maybe ``names``)."""
-    if payload[:1] == b"k":  # the idempotency key: the fold does not need it
+def _fields(payload: bytes | memoryview) -> dict:
+    """A record's payload as stream-entry fields (``fmt``, ``data``, maybe ``names``);
+    ``data`` is a slice of ``payload`` (a view of a view: no copy)."""
+    code = bytes(payload[:1])
+    if code == b"k":  # the idempotency key: the fold does not need it
         (size,) = _KEY.unpack_from(payload, 1)
         payload = payload[1 + _KEY.size + size:]
-    if payload[:1] == b"n":
+        code = bytes(payload[:1])
+    if code == b"n":
         (length,) = _NAMES.unpack_from(payload, 1)
         start = 1 + _NAMES.size
-        return {b"fmt": b"bin", b"names": payload[start:start + length],
+        return {b"fmt": b"bin", b"names": bytes(payload[start:start + length]),
                 b"data": payload[start + length:]}
-    return {b"fmt": _FORMAT_NAMES.get(payload[:1], b"libsvm"), b"data": payload[1:]}
+    return {b"fmt": _FORMAT_NAMES.get(code, b"libsvm"), b"data": payload[1:]}
 
 
 def _records(entries: list[dict[bytes, bytes]]) -> list[tuple]:
@@ -455,7 +464,7 @@ class LocalStorage(Storage):
 
     async def trim(self, model: str, keep_from_id: str) -> None:
         log = self._log(model)
-        await log.run(0, log._trim, int(keep_from_id))
+        await in_background(log.trim, int(keep_from_id))
 
     def reader(self, model: str, consumer: str) -> LogReader:
         return _LocalReader(self._log(model))
@@ -463,7 +472,7 @@ class LocalStorage(Storage):
     async def deadletter(self, model: str, entry: LogEntry, reason: str) -> None:
         record = {"id": entry.id, "reason": reason, "time": time.time(),
                   "fmt": (entry.fields.get(b"fmt") or b"").decode(),
-                  "data": entry.fields.get(b"data", b"")[:65536].decode("latin-1")}
+                  "data": bytes(entry.fields.get(b"data", b"")[:65536]).decode("latin-1")}
         with open(self._dir(model) / "deadletter.jsonl", "a") as handle:
             handle.write(json.dumps(record) + "\n")
 
@@ -522,7 +531,8 @@ class LocalStorage(Storage):
         directory.mkdir(exist_ok=True)
         await asyncio.to_thread(atomic_write, directory / f"{int(version)}.fba", blob)
         await asyncio.to_thread(atomic_write, directory / f"{int(version)}.json", meta)
-        atomic_write(self._dir(model) / "version", str(int(version)).encode())
+        await asyncio.to_thread(atomic_write, self._dir(model) / "version",  # (its fsyncs take
+                                str(int(version)).encode())  # tens of ms: off the loop)
         self._notify(model, int(version))
         return True
 
@@ -555,7 +565,8 @@ class LocalStorage(Storage):
     async def set_current_version(self, model: str, version: int) -> bool:
         if not (self._artifacts(model) / f"{int(version)}.fba").exists():
             return False
-        atomic_write(self._dir(model) / "version", str(int(version)).encode())
+        await asyncio.to_thread(atomic_write, self._dir(model) / "version",  # (its fsyncs take
+                                str(int(version)).encode())  # tens of ms: off the loop)
         self._notify(model, int(version))
         return True
 

@@ -1,5 +1,6 @@
 """SubsetSolver: the block-updated factor of any set equals a fresh factorization, its
-solves equal a plain solve, its next-group scores equal the criteria computed from scratch."""
+solves equal a plain solve, its next-group scores equal the criteria computed from scratch;
+each through both paths: the numba kernels of small sets and LAPACK's (``SMALL_SOLVE``)."""
 
 import itertools
 
@@ -7,8 +8,17 @@ import numpy as np
 import pytest
 
 from algorithms.anytime import _kernels as kernels
+from algorithms.anytime import subsets
 from algorithms.anytime.subsets import SubsetSolver
 from tests.anytime.criteria_reference import next_group_scores
+
+
+@pytest.fixture(autouse=True, params=["kernels", "lapack"])
+def solve_path(request, monkeypatch):
+    """Every test twice: small sets in one kernel call, and through LAPACK's wrappers."""
+    if request.param == "lapack":
+        monkeypatch.setattr(subsets, "SMALL_SOLVE", 0)
+    return request.param
 
 
 def _problem(seed: int, duplicate: bool = False):

@@ -49,3 +49,64 @@ def test_a_cheap_known_shape_is_answered_inline_and_a_slow_or_new_one_is_not():
     asyncio.run(main())
     assert pool.inline == 4
     pool.close()
+
+
+def test_cold_answers_of_a_cheap_model_run_inline_until_one_is_slow():
+    """A class (function, model, kind of estimator, examples) whose last CLASS_WINDOW calls
+    were all cheap answers never-seen sets on the loop; refused calls do not count; one slow
+    call sends the class back to the pool; a new version keeps the evidence unless it holds
+    another kind of estimator."""
+    from service.answers import CLASS_WINDOW
+
+    class Host:
+        served = object()
+
+    host = Host()
+    pool = AnswerPool(threads=1)
+    threads = []
+
+    def answer(host, document):
+        threads.append(threading.current_thread().name)
+        if document.get("computed_groups") == ["slow"]:
+            deadline = time.thread_time() + 0.01
+            while time.thread_time() < deadline:
+                pass
+        if document.get("computed_groups") == ["bad"]:
+            raise ValueError("refused")
+        return document
+
+    def cold(k):  # a set never asked before
+        return {"examples": [{}], "computed_groups": [f"g{k}"]}
+
+    async def main():
+        loop = threading.current_thread().name
+        for _ in range(CLASS_WINDOW + 5):  # refused calls: not evidence of a cheap class
+            try:
+                await pool.run(answer, host, {"examples": [{}], "computed_groups": ["bad"]})
+            except ValueError:
+                pass
+        await pool.run(answer, host, cold(-1))
+        assert threads[-1] == "answers_0"
+        for k in range(CLASS_WINDOW - 1):
+            await pool.run(answer, host, cold(k))
+        assert loop not in threads
+        await pool.run(answer, host, cold(1000))  # the window is full of cheap calls
+        assert threads[-1] == loop
+        await pool.run(answer, host, {"examples": [{}], "computed_groups": ["slow"]})
+        assert threads[-1] == loop  # (the class was cheap: it ran inline, and was slow)
+        await pool.run(answer, host, cold(1001))
+        assert threads[-1] == "answers_0"  # back to the pool
+        await pool.run(answer, host, {"examples": [{}, {}], "computed_groups": ["x"]})
+        assert threads[-1] == "answers_0"  # another number of examples: another class
+        for k in range(CLASS_WINDOW):
+            await pool.run(answer, host, cold(2000 + k))
+        assert threads[-1] == loop  # cheap again
+        Host.served = object()  # a new version of the same kind of estimator: still cheap
+        await pool.run(answer, host, cold(3000))
+        assert threads[-1] == loop
+        Host.served = 1.5  # another kind of estimator: starts over
+        await pool.run(answer, host, cold(3001))
+        assert threads[-1] == "answers_0"
+
+    asyncio.run(main())
+    pool.close()
