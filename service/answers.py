@@ -16,11 +16,13 @@ serves, the computed set or cost cap, the number of examples) last cost at most
 cost is measured again each time, so a shape that turns slow (its solves evicted) goes back
 to the pool on its next call. Cold answers of small models run inline too: once the last
 ``CLASS_WINDOW`` calls of a *class* (the function, the model, the kind of estimator it
-serves, the number of examples: whatever the sets and versions) each cost at most
-``COLD_INLINE_SECONDS``, a never-seen set of that class is answered on the loop (a model of a hundred features solves a new set in a
-few hundred microseconds, less than a hand-over to a thread and back costs while the loop
-is busy: every GIL release in the answer's kernels is a wait for the loop to let go). One
-slower call sends its class back to the pool; a large model (a cold solve of milliseconds)
+serves, the number of examples: whatever the sets and versions) cost at most
+``COLD_INLINE_SECONDS`` each, but for one of at most ``COLD_OUTLIER_SECONDS`` (a collection
+or a new version's first solve), a never-seen set of that class is answered on the loop (a model
+of a hundred features solves a new set in a few hundred microseconds, less than a hand-over
+to a thread and back costs while the loop is busy: every GIL release in the answer's
+kernels is a wait for the loop to let go). A second slower call in the window, or one much
+slower, sends its class back to the pool; a large model (a cold solve of milliseconds)
 never has a cold answer on the loop.
 
 The pool's threads are the process's parallelism, so BLAS runs one thread per call
@@ -35,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from concurrent.futures import ThreadPoolExecutor
 
 from service.errors import UnavailableError
@@ -49,8 +51,9 @@ class AnswersBusyError(UnavailableError):
 
 
 INLINE_SECONDS = 0.002  # a shape that last cost at most this much CPU is answered inline
-COLD_INLINE_SECONDS = 0.002  # every recent call of a class at most this: new sets inline
-CLASS_WINDOW = 32  # calls of a class that must all have been cheap
+COLD_INLINE_SECONDS = 0.002  # the recent calls of a class at most this: new sets inline
+COLD_OUTLIER_SECONDS = 0.02  # but for one, at most this
+CLASS_WINDOW = 32  # the recent calls of a class that count
 SHAPES_KEPT = 4096  # the costs of the most recent shapes (and classes)
 
 
@@ -116,8 +119,7 @@ class AnswerPool:
         self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="answers")
         self.in_flight = 0  # touched on the event loop only
         self._costs: OrderedDict = OrderedDict()  # shape -> CPU seconds of its last call
-        # class -> (cheap calls in a row, up to CLASS_WINDOW)
-        self._classes: OrderedDict = OrderedDict()
+        self._classes: OrderedDict = OrderedDict()  # class -> its last CLASS_WINDOW costs
         self.inline = 0  # calls answered inline (event loop only)
 
     def _record(self, shape, seconds: float) -> None:
@@ -133,8 +135,10 @@ class AnswerPool:
             self._record_class(kind, seconds)
 
     def _record_class(self, kind, seconds: float) -> None:
-        cheap = self._classes.get(kind, 0) + 1 if seconds <= COLD_INLINE_SECONDS else 0
-        self._classes[kind] = min(cheap, CLASS_WINDOW)
+        costs = self._classes.get(kind)
+        if costs is None:
+            costs = self._classes[kind] = deque(maxlen=CLASS_WINDOW)
+        costs.append(seconds)
         self._classes.move_to_end(kind)
         while len(self._classes) > SHAPES_KEPT:
             self._classes.popitem(last=False)
@@ -144,7 +148,11 @@ class AnswerPool:
         recent call of its class was (module docstring)."""
         if shape is not None and self._costs.get(shape, INLINE_SECONDS + 1) <= INLINE_SECONDS:
             return True
-        return kind is not None and self._classes.get(kind, 0) >= CLASS_WINDOW
+        costs = self._classes.get(kind) if kind is not None else None
+        if costs is None or len(costs) < CLASS_WINDOW:
+            return False
+        slow = [c for c in costs if c > COLD_INLINE_SECONDS]
+        return len(slow) <= 1 and all(c <= COLD_OUTLIER_SECONDS for c in slow)
 
     async def run(self, function, /, *args):
         """``function(*args)`` inline when its shape was cheap last time (module

@@ -29,6 +29,7 @@ from service.ingest import (
     parse_json_body,
     parse_libsvm_body,
 )
+from service.priority import yield_to_predictions
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import id_key
 from service.view import ServingView, top_names
@@ -187,6 +188,7 @@ class ModelHost(Host):
             stop = min(n, start + step)
             scores[start:stop] = self.learner.progressive_fit(batch.X.row_slice(start, stop),
                                                               batch.labels[start:stop])
+            yield_to_predictions()
         return scores
 
     def notify_applied(self) -> None:

@@ -18,6 +18,7 @@ import functools
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from algorithms.sparse import libsvm
@@ -25,6 +26,10 @@ from algorithms.sparse import libsvm
 _NICE = 10
 _POOL: ThreadPoolExecutor | None = None
 _LOCK = threading.Lock()
+_PREDICTING = [0]  # predictions being answered now (changed on the event loop only)
+_THREAD = threading.local()  # .background: a thread of the background pools
+YIELD_STEP_S = 0.0005  # a background thread's nap while predictions are in flight
+YIELD_MAX_S = 0.002  # at most this long per yield point: ingestion slows, never stops
 
 
 def configure(nice: int, switch_interval_ms: float | None = None) -> None:
@@ -38,7 +43,9 @@ def configure(nice: int, switch_interval_ms: float | None = None) -> None:
 
 
 def lower_priority() -> None:
-    """Thread initializer: this thread runs ``nice`` steps below the process."""
+    """Thread initializer: this thread runs ``nice`` steps below the process (and yields
+    the GIL to predictions at its yield points)."""
+    _THREAD.background = True
     if _NICE <= 0:
         return
     with contextlib.suppress(OSError, AttributeError):  # not Linux, or not permitted
@@ -56,6 +63,32 @@ def background_pool() -> ThreadPoolExecutor:
                                        thread_name_prefix="featurebudget-background",
                                        initializer=lower_priority)
         return _POOL
+
+
+@contextlib.contextmanager
+def predicting():
+    """Around a prediction's handling on the event loop: background threads at their yield
+    points (:func:`yield_to_predictions`) leave it the GIL meanwhile."""
+    _PREDICTING[0] += 1
+    try:
+        yield
+    finally:
+        _PREDICTING[0] -= 1
+
+
+def yield_to_predictions() -> None:
+    """Called by background work between two pieces (a chunk of rows applied, a slice of a
+    body parsed): while predictions are in flight, nap in steps of ``YIELD_STEP_S`` (the
+    GIL free) for at most ``YIELD_MAX_S``. The OS priority (``nice``) decides who gets a
+    core; this decides who gets the GIL, which a nice value does not: a background thread
+    that holds it in Python code keeps the loop waiting a switch interval each time, and
+    waiting longer when the scheduler runs something else meanwhile. O(1) when idle."""
+    if not getattr(_THREAD, "background", False):  # the loop, an answer thread: never
+        return
+    waited = 0.0
+    while _PREDICTING[0] > 0 and waited < YIELD_MAX_S:
+        time.sleep(YIELD_STEP_S)
+        waited += YIELD_STEP_S
 
 
 async def in_background(function, /, *args, **kwargs):

@@ -17,6 +17,7 @@ from service.api.deps import (
 from service.api.openapi import RETRAIN_LINKS, body_schema
 from service.batch.page import models_page, sequence_page
 from service.errors import MalformedBodyError, item_error
+from service.priority import predicting
 from service.schemas import (
     JobList,
     JobPublic,
@@ -86,7 +87,8 @@ async def next_group(model: str, request: Request, manager: Manager,
         raise MalformedBodyError(f"body is not valid JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise item_error("body must be an object", field="body")
-    return await host.next_group(document)
+    with predicting():
+        return await host.next_group(document)
 
 
 @router.get("/sequence", dependencies=[ReadAccess])

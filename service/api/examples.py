@@ -20,7 +20,7 @@ from service.api.deps import (
 from service.api.openapi import EXAMPLES_BODY, PREDICT_BODY, PREDICT_LINKS
 from service.errors import MalformedBodyError, NotFoundError, ServiceError, item_error
 from service.manager import RepeatedRequest
-from service.priority import in_background
+from service.priority import in_background, predicting
 from service.schemas import ExamplesAccepted, FeedbackRequest, FeedbackResponse
 
 router = APIRouter(prefix="/v1/models/{model}", tags=["examples"],
@@ -78,7 +78,8 @@ async def predict(model: str, request: Request, manager: Manager,
                             [{"field": "body", "message": str(exc)}]) from exc
     if not isinstance(document, dict) or not isinstance(document.get("examples"), list):
         raise item_error("body must be {\"examples\": [...]}", field="examples")
-    payload = await host.predict(document, lambda: require_write(request))
+    with predicting():
+        payload = await host.predict(document, lambda: require_write(request))
     return Response(orjson.dumps(payload), media_type="application/json")
 
 

@@ -33,7 +33,7 @@ from service.batch.families import family_of
 from service.batch.fit import FitError, fit
 from service.batch.jobs import Job, JobStatus, LeaseLost, VersionMeta
 from service.fold_loop import renewing
-from service.priority import in_background
+from service.priority import in_background, yield_to_predictions
 from service.storage import id_key
 
 log = logging.getLogger("featurebudget.worker")
@@ -181,10 +181,12 @@ class RetrainJobs:
         reason = ["cancelled"]  # why ``stop`` was set: "cancelled" or "deadline"
 
         def progress(fraction: float) -> None:
-            """The fit's progress callback (its thread): stops the fit once asked to."""
+            """The fit's progress callback (its thread): stops the fit once asked to, and
+            leaves the GIL to predictions in flight."""
             job.progress = round(float(fraction), 4)
             if stop.is_set():
                 raise JobCancelled(job.id)
+            yield_to_predictions()
 
         async def cancel_requested() -> bool:
             return job.id in await self.storage.cancel_requests(self.name)
@@ -227,8 +229,8 @@ class RetrainJobs:
             stats = family_of(spec.family).packed_statistics(validation)
             owner = self.process_id if self.storage.shared else None
             async with renewing(self.storage, self.settings, self.name, self.process_id):
-                blob = await asyncio.to_thread(artifacts.pack, model, stats, meta,
-                                               artifacts.held_out_for(spec.family, held_out))
+                blob = await in_background(artifacts.pack, model, stats, meta,
+                                         artifacts.held_out_for(spec.family, held_out))
                 # the fit's inputs are not needed any more: not held while the version is
                 # written and loaded (service.batch.spec.SizeEstimate.fit_peak)
                 training = validation = held_out = stats = model = None

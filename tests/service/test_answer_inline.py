@@ -4,6 +4,7 @@ ones on the answer pool (service/answers.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 
@@ -53,9 +54,9 @@ def test_a_cheap_known_shape_is_answered_inline_and_a_slow_or_new_one_is_not():
 
 def test_cold_answers_of_a_cheap_model_run_inline_until_one_is_slow():
     """A class (function, model, kind of estimator, examples) whose last CLASS_WINDOW calls
-    were all cheap answers never-seen sets on the loop; refused calls do not count; one slow
-    call sends the class back to the pool; a new version keeps the evidence unless it holds
-    another kind of estimator."""
+    were cheap (but for one outlier) answers never-seen sets on the loop; refused calls do
+    not count; a second slow call sends the class back to the pool; a new version keeps the
+    evidence unless it holds another kind of estimator."""
     from service.answers import CLASS_WINDOW
 
     class Host:
@@ -81,10 +82,8 @@ def test_cold_answers_of_a_cheap_model_run_inline_until_one_is_slow():
     async def main():
         loop = threading.current_thread().name
         for _ in range(CLASS_WINDOW + 5):  # refused calls: not evidence of a cheap class
-            try:
+            with contextlib.suppress(ValueError):
                 await pool.run(answer, host, {"examples": [{}], "computed_groups": ["bad"]})
-            except ValueError:
-                pass
         await pool.run(answer, host, cold(-1))
         assert threads[-1] == "answers_0"
         for k in range(CLASS_WINDOW - 1):
@@ -95,7 +94,10 @@ def test_cold_answers_of_a_cheap_model_run_inline_until_one_is_slow():
         await pool.run(answer, host, {"examples": [{}], "computed_groups": ["slow"]})
         assert threads[-1] == loop  # (the class was cheap: it ran inline, and was slow)
         await pool.run(answer, host, cold(1001))
-        assert threads[-1] == "answers_0"  # back to the pool
+        assert threads[-1] == loop  # one outlier in the window is tolerated
+        await pool.run(answer, host, {"examples": [{}], "computed_groups": ["slow"]})
+        await pool.run(answer, host, cold(1002))
+        assert threads[-1] == "answers_0"  # a second one: back to the pool
         await pool.run(answer, host, {"examples": [{}, {}], "computed_groups": ["x"]})
         assert threads[-1] == "answers_0"  # another number of examples: another class
         for k in range(CLASS_WINDOW):

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from redis.exceptions import ResponseError
 
 from service import wire
+from service.priority import lower_priority
 from service.storage.base import Appended, LogEntry, LogReader, ModelChangedError, id_key
 from service.storage.redis.raw import xreadgroup_raw
 from service.storage.redis.scripts import always, text
@@ -34,7 +35,8 @@ class RedisReader(LogReader):
         self.key = wire.log_key(model)
         self.consumer = consumer
         self.autoclaim_idle_ms = storage.autoclaim_idle_ms
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="featurebudget-read")
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="featurebudget-read",
+                                          initializer=lower_priority)  # (ingestion's)
 
     async def _blocking_read(self, pool, count: int, block_ms: int, wait) -> list:
         return await asyncio.get_running_loop().run_in_executor(
