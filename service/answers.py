@@ -17,12 +17,13 @@ cost is measured again each time, so a shape that turns slow (its solves evicted
 to the pool on its next call. Cold answers of small models run inline too: once the last
 ``CLASS_WINDOW`` calls of a *class* (the function, the model, the kind of estimator it
 serves, the number of examples: whatever the sets and versions) cost at most
-``COLD_INLINE_SECONDS`` each, but for one of at most ``COLD_OUTLIER_SECONDS`` (a collection
-or a new version's first solve), a never-seen set of that class is answered on the loop (a model
+``COLD_INLINE_SECONDS`` each, but for ``COLD_OUTLIERS`` of at most ``COLD_OUTLIER_SECONDS``
+(a collection, a new version's first solve, a busy core), a never-seen set of that class is
+answered on the loop (a model
 of a hundred features solves a new set in a few hundred microseconds, less than a hand-over
 to a thread and back costs while the loop is busy: every GIL release in the answer's
-kernels is a wait for the loop to let go). A second slower call in the window, or one much
-slower, sends its class back to the pool; a large model (a cold solve of milliseconds)
+kernels is a wait for the loop to let go). More slow calls in the window, or one much
+slower, send its class back to the pool; a large model (a cold solve of milliseconds)
 never has a cold answer on the loop.
 
 The pool's threads are the process's parallelism, so BLAS runs one thread per call
@@ -52,7 +53,8 @@ class AnswersBusyError(UnavailableError):
 
 INLINE_SECONDS = 0.002  # a shape that last cost at most this much CPU is answered inline
 COLD_INLINE_SECONDS = 0.002  # the recent calls of a class at most this: new sets inline
-COLD_OUTLIER_SECONDS = 0.02  # but for one, at most this
+COLD_OUTLIERS = 4  # but for this many in the window,
+COLD_OUTLIER_SECONDS = 0.02  # each at most this
 CLASS_WINDOW = 32  # the recent calls of a class that count
 SHAPES_KEPT = 4096  # the costs of the most recent shapes (and classes)
 
@@ -152,7 +154,7 @@ class AnswerPool:
         if costs is None or len(costs) < CLASS_WINDOW:
             return False
         slow = [c for c in costs if c > COLD_INLINE_SECONDS]
-        return len(slow) <= 1 and all(c <= COLD_OUTLIER_SECONDS for c in slow)
+        return len(slow) <= COLD_OUTLIERS and all(c <= COLD_OUTLIER_SECONDS for c in slow)
 
     async def run(self, function, /, *args):
         """``function(*args)`` inline when its shape was cheap last time (module
