@@ -7,7 +7,9 @@ The event loop, which answers predictions, keeps the normal priority: when a req
 arrives while ingestion keeps every core busy, the kernel's scheduler runs the loop first.
 The kernels release the GIL, and the interpreter's switch interval
 (``FEATUREBUDGET_GIL_SWITCH_INTERVAL_MS``) bounds how long the loop waits for it when a
-background thread is in Python code.
+background thread is in Python code; and while predictions are in flight
+(:func:`predicting`), background threads nap at their yield points
+(:func:`yield_to_predictions`), so that the loop gets the GIL without waiting for it.
 """
 
 from __future__ import annotations
