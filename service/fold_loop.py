@@ -135,6 +135,23 @@ async def renewing(storage: Storage, settings, model: str, process_id: str):
         task.cancel()
 
 
+async def cancel_and_wait(tasks, timeout: float = 5.0) -> None:
+    """Cancel ``tasks`` (None entries skipped) and wait for them to end, at most
+    ``timeout`` seconds: a task that does not end on cancellation (a client library that
+    swallowed it, a ``finally`` that waits on a connection) never holds up a shutdown."""
+    pending = [t for t in tasks if t is not None]
+    for task in pending:
+        task.cancel()
+    if pending:
+        done, late = await asyncio.wait(pending, timeout=timeout)
+        for task in done:  # (their exceptions are retrieved: nothing is logged at exit)
+            if not task.cancelled():
+                task.exception()
+        for task in late:
+            log.warning("task %s did not end within %.0f s of its cancellation; shutting "
+                        "down without it", task.get_name(), timeout)
+
+
 async def save_fenced(storage: Storage, settings, model: str, blob: bytes,
                       log_id: str | None, process_id: str, started: float) -> bool:
     """Write a fold's snapshot with its log id, fenced by the lease (renewed while the write

@@ -26,6 +26,7 @@ from service.errors import (
     ModelNotFoundError,
     UnavailableError,
 )
+from service.fold_loop import cancel_and_wait
 from service.following import follow_model_events, follow_snapshot_requests
 from service.hosting import Host
 from service.ingest import ExampleBatch
@@ -115,11 +116,7 @@ class ModelManager:
                 or self.batch.fold(name)))
 
     async def stop(self) -> None:
-        for task in (self._refresh_task, self._events_task, self._requests_task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_and_wait((self._refresh_task, self._events_task, self._requests_task))
         await self.online.stop()
         if self.placement is not None:
             with contextlib.suppress(Exception):

@@ -39,7 +39,7 @@ from service.errors import (
     WaitTimeoutError,
     item_error,
 )
-from service.fold_loop import LeaseLost
+from service.fold_loop import LeaseLost, cancel_and_wait
 from service.following import current_snapshot
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage, id_key
@@ -138,11 +138,7 @@ class BatchModels:
                        asyncio.create_task(self._check_versions())]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(self._tasks)
         if self.worker is not None:
             await self.worker.stop()
 

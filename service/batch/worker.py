@@ -30,7 +30,7 @@ from service.batch.jobs import Job
 from service.batch.retrains import RetrainJobs
 from service.batch.spec import BatchLayout, split_params
 from service.errors import InputError
-from service.fold_loop import Fold
+from service.fold_loop import Fold, cancel_and_wait
 from service.following import follow_model_events, follow_snapshot_requests
 from service.placement import Membership
 from service.schemas import ModelSpec
@@ -270,12 +270,8 @@ class BatchWorker:
             await fold.stop(final_snapshot=False)
 
     async def stop(self) -> None:
-        for task in (self._refresh, self._job_events, self._model_events,
-                     self._snapshot_requests):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await cancel_and_wait((self._refresh, self._job_events, self._model_events,
+                               self._snapshot_requests))
         await asyncio.gather(*(fold.stop() for fold in self.folds.values()),
                              return_exceptions=True)
         self.folds.clear()
