@@ -59,23 +59,35 @@ CLASS_WINDOW = 32  # the recent calls of a class that count
 SHAPES_KEPT = 4096  # the costs of the most recent shapes (and classes)
 
 
+def _served_call(args: tuple):
+    """``(host, document, served version, number of examples)`` of a ``(host, document)``
+    call of a model with a served version, else None."""
+    if len(args) < 2 or not isinstance(args[-1], dict):
+        return None
+    host, document = args[0], args[-1]
+    served = getattr(host, "served", None)
+    if served is None:
+        return None
+    examples = document.get("examples")
+    return host, document, served, len(examples) if isinstance(examples, list) else -1
+
+
 def call_shape(function, args: tuple):
     """What makes two answers cost alike, or None when unknown: ``(function, model,
     served version, computed set, cost cap, examples)`` for a ``(host, document)`` call
     whose document names its set (``computed_groups``) or a cost cap (``max_cost``, or
     its old name ``budget``). O(|set|)."""
-    if len(args) < 2 or not isinstance(args[-1], dict):
-        return None
-    host, document = args[0], args[-1]
-    served = getattr(host, "served", None)
+    call = _served_call(args)
+    if call is None:
+        return None  # no version yet
+    host, document, served, examples = call
     groups = document.get("computed_groups")
     caps = (document.get("max_cost"), document.get("budget"))  # (budget: the old name)
-    if served is None or (groups is None and caps == (None, None)):
-        return None  # no version yet, or sets from the examples' own groups
-    examples = document.get("examples")
+    if groups is None and caps == (None, None):
+        return None  # sets from the examples' own groups
     try:
         key = (function, id(host), id(served), tuple(groups) if isinstance(groups, list)
-               else groups, caps, len(examples) if isinstance(examples, list) else -1)
+               else groups, caps, examples)
         hash(key)
     except TypeError:  # an unhashable value: the call's own checks will name it
         return None
@@ -87,15 +99,11 @@ def call_class(function, args: tuple):
     estimator its served version holds, examples)`` for a ``(host, document)`` call of a
     served model. (The versions of one model share its layout and parameters, so they cost
     alike: a new version keeps its model's evidence, unless it holds another estimator.)"""
-    if len(args) < 2 or not isinstance(args[-1], dict):
+    call = _served_call(args)
+    if call is None:
         return None
-    host, document = args[0], args[-1]
-    served = getattr(host, "served", None)
-    if served is None:
-        return None
-    examples = document.get("examples")
-    return (function, id(host), type(getattr(served, "model", served)).__name__,
-            len(examples) if isinstance(examples, list) else -1)
+    host, _, served, examples = call
+    return function, id(host), type(getattr(served, "model", served)).__name__, examples
 
 
 def limit_blas_threads(threads: int) -> bool:
