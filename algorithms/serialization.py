@@ -45,12 +45,20 @@ def dumps_state(state: dict[str, Any]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
         header = {"format": FORMAT, "version": VERSION, "values": meta}
-        archive.writestr(_META, json.dumps(header, allow_nan=True))
+        archive.writestr(_member(_META), json.dumps(header, allow_nan=True))
         for key, array in arrays.items():
             member = io.BytesIO()
             np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
-            archive.writestr(f"{key}.npy", member.getvalue())
+            archive.writestr(_member(f"{key}.npy"), member.getvalue())
     return buffer.getvalue()
+
+
+def _member(name: str) -> zipfile.ZipInfo:
+    """A member dated 1980-01-01 (the zip epoch), not the clock: one state is always
+    the same bytes, whenever it is written."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.external_attr = 0o600 << 16
+    return info
 
 
 MAX_MEMBERS = 4096

@@ -21,6 +21,16 @@ def test_round_trip_is_bit_exact():
     assert back["name"] == "sofs" and back["flag"] is True and back["none"] is None
 
 
+def test_one_state_is_always_the_same_bytes(monkeypatch):
+    state = {"a": np.arange(3), "name": "sofs"}
+    first = dumps_state(state)
+    later = zipfile.time.time() + 86_400 * 400  # a year and more later
+    monkeypatch.setattr(zipfile.time, "time", lambda: later)
+    assert dumps_state(state) == first
+    with zipfile.ZipFile(io.BytesIO(first)) as archive:
+        assert {info.date_time for info in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+
+
 def test_object_arrays_are_refused_both_ways():
     with pytest.raises(StateFormatError, match="dtype"):
         dumps_state({"bad": np.array([object()], dtype=object)})
