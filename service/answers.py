@@ -15,16 +15,17 @@ serves, the computed set or cost cap, the number of examples) last cost at most
 ``INLINE_SECONDS`` of CPU is answered on the event loop at once, with no hand-over; its
 cost is measured again each time, so a shape that turns slow (its solves evicted) goes back
 to the pool on its next call. Cold answers of small models run inline too: once the last
-``CLASS_WINDOW`` calls of a *class* (the function, the model, the kind of estimator it
-serves, the number of examples: whatever the sets and versions) cost at most
-``COLD_INLINE_SECONDS`` each, but for ``COLD_OUTLIERS`` of at most ``COLD_OUTLIER_SECONDS``
-(a collection, a new version's first solve, a busy core), a never-seen set of that class is
-answered on the loop (a model
-of a hundred features solves a new set in a few hundred microseconds, less than a hand-over
-to a thread and back costs while the loop is busy: every GIL release in the answer's
-kernels is a wait for the loop to let go). More slow calls in the window, or one much
-slower, send its class back to the pool; a large model (a cold solve of milliseconds)
-never has a cold answer on the loop.
+``CLASS_WINDOW`` calls (``CLASS_EVIDENCE`` at least) of a *class* (the function, the model,
+the kind of estimator it serves, the number of examples: whatever the sets and versions)
+cost at most ``COLD_INLINE_SECONDS`` each, but for ``COLD_OUTLIERS`` in a full window (in
+proportion in a shorter one) of at most ``COLD_OUTLIER_SECONDS`` (a collection, a busy
+core), a never-seen set of that class is answered on the loop (a model of a hundred
+features solves a new set in a few hundred microseconds, less than a hand-over to a thread
+and back costs while the loop is busy: every GIL release in the answer's kernels is a wait
+for the loop to let go). More slow calls in the window, or one much slower, send its class
+back to the pool; a large model (a cold solve of milliseconds) never has a cold answer on
+the loop. A new version's own solves (the factor every set of it extends) are made before
+it is served (:meth:`service.batch.artifact.Artifact.warm`), not by its first answer.
 
 The pool's threads are the process's parallelism, so BLAS runs one thread per call
 (``blas_threads``, through threadpoolctl, for the whole process): BLAS's own threads on top
@@ -56,6 +57,7 @@ COLD_INLINE_SECONDS = 0.002  # the recent calls of a class at most this: new set
 COLD_OUTLIERS = 4  # but for this many in the window,
 COLD_OUTLIER_SECONDS = 0.02  # each at most this
 CLASS_WINDOW = 32  # the recent calls of a class that count
+CLASS_EVIDENCE = 8  # the fewest that do (outliers allowed in proportion)
 SHAPES_KEPT = 4096  # the costs of the most recent shapes (and classes)
 
 
@@ -159,10 +161,11 @@ class AnswerPool:
         if shape is not None and self._costs.get(shape, INLINE_SECONDS + 1) <= INLINE_SECONDS:
             return True
         costs = self._classes.get(kind) if kind is not None else None
-        if costs is None or len(costs) < CLASS_WINDOW:
+        if costs is None or len(costs) < CLASS_EVIDENCE:
             return False
         slow = [c for c in costs if c > COLD_INLINE_SECONDS]
-        return len(slow) <= COLD_OUTLIERS and all(c <= COLD_OUTLIER_SECONDS for c in slow)
+        return (len(slow) <= COLD_OUTLIERS * len(costs) // CLASS_WINDOW
+                and all(c <= COLD_OUTLIER_SECONDS for c in slow))
 
     async def run(self, function, /, *args):
         """``function(*args)`` inline when its shape was cheap last time (module

@@ -54,6 +54,13 @@ def warm_batch_kernels() -> None:
     y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.1 * rng.standard_normal(40)
     model = AnytimeLinearModel(groups=[[0, 1], [2], [3]], costs=[1.0, 1.0, 2.0]).fit(X, y)
     model.next_group([0])
+    # a model as a served version holds it (read-only arrays from its bytes): the solves of
+    # every set of it, each set's next group, factors extended from the prefix and from
+    # cached subsets alike
+    served = AnytimeLinearModel.from_bytes(model.to_bytes())
+    for S in ([1], [2], [0, 2], [1, 2], [0, 1, 2], [0, 1], [0]):
+        served.coef_for_groups(S)
+        served.next_group(S)
     # what a model with sets over SMALL_SOLVE features (or a dependent direction) calls from
     # Python; small sets reach these kernels only from inside other kernels
     from algorithms.anytime import _kernels

@@ -94,6 +94,25 @@ def test_a_format_2_artifact_answers_bit_for_bit(name):
     _same(_json(served.sequence()), expected["sequence"], (name,), exact)
 
 
+@pytest.mark.parametrize("name", ARTIFACTS)
+def test_a_version_warmed_before_it_is_served_answers_the_same(name):
+    """Artifact.warm (answers made before a version is served) changes no answer; for the
+    statistics families it makes the factor every later set extends."""
+    expected = EXPECTED[name]
+    spec, layout, _ = _spec(name)
+    served = artifacts.unpack(blob(name), spec.family, layout)
+    solver = getattr(served.model, "_subsets", None)
+    if solver is not None:
+        assert solver()._prefix is None
+    assert served.warm() is served
+    if solver is not None:
+        assert solver()._prefix is not None
+    probe = sp.csr_matrix(np.array(expected["probe"]))
+    for key, answer in expected["answers"].items():
+        S, budget = json.loads(key)
+        _same(_json(served.answer(probe, S, budget)), answer, (name, S, budget), False)
+
+
 @pytest.mark.parametrize("name", FOLDS)
 def test_an_unversioned_fold_snapshot_loads_bit_for_bit(name):
     expected = EXPECTED[name]

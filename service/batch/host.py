@@ -18,6 +18,7 @@ from service.batch.ingest import parse_batch_body
 from service.batch.spec import BatchLayout, split_params
 from service.errors import ConflictError
 from service.hosting import Host
+from service.priority import in_background
 from service.schemas import ModelSpec
 
 log = logging.getLogger("featurebudget.batch")
@@ -95,6 +96,11 @@ class BatchHost(Host):
                                  f"sequence (GET /v1/models/{self.name}/sequence)")
         return super().refuse(what)
 
+    def _load(self, blob: bytes) -> artifacts.Artifact:
+        """A version's blob, checked and warmed (:meth:`Artifact.warm`): its first answers
+        cost what later ones do."""
+        return artifacts.unpack(blob, self.family, self.layout).warm()
+
     async def refresh(self, storage) -> bool:
         """Serve the store's current version if it is not served yet; True on a swap."""
         async with self.swap_lock:
@@ -106,8 +112,7 @@ class BatchHost(Host):
             if blob is None:
                 return False
             try:
-                artifact = await asyncio.to_thread(artifacts.unpack, blob, self.family,
-                                                   self.layout)
+                artifact = await in_background(self._load, blob)
             except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
                 self.load_error = f"version {version}: {exc}"
                 log.error("model %s: cannot load version %s: %s", self.name, version, exc)

@@ -54,10 +54,10 @@ def test_a_cheap_known_shape_is_answered_inline_and_a_slow_or_new_one_is_not():
 
 def test_cold_answers_of_a_cheap_model_run_inline_until_several_are_slow():
     """A class (function, model, kind of estimator, examples) whose last CLASS_WINDOW calls
-    were cheap (but for a few outliers) answers never-seen sets on the loop; refused calls
+    (CLASS_EVIDENCE at least) were cheap (but for a few outliers) answers never-seen sets on the loop; refused calls
     do not count; more slow calls send the class back to the pool; a new version keeps the
     evidence unless it holds another kind of estimator."""
-    from service.answers import CLASS_WINDOW, COLD_OUTLIERS
+    from service.answers import CLASS_EVIDENCE, CLASS_WINDOW, COLD_OUTLIERS
 
     class Host:
         served = object()
@@ -86,10 +86,11 @@ def test_cold_answers_of_a_cheap_model_run_inline_until_several_are_slow():
                 await pool.run(answer, host, {"examples": [{}], "computed_groups": ["bad"]})
         await pool.run(answer, host, cold(-1))
         assert threads[-1] == "answers_0"
-        for k in range(CLASS_WINDOW - 1):
+        for k in range(CLASS_EVIDENCE - 2):
             await pool.run(answer, host, cold(k))
-        assert loop not in threads
-        await pool.run(answer, host, cold(1000))  # the window is full of cheap calls
+        assert loop not in threads  # too little evidence yet
+        await pool.run(answer, host, cold(100))
+        await pool.run(answer, host, cold(1000))  # enough cheap calls
         assert threads[-1] == loop
         await pool.run(answer, host, {"examples": [{}], "computed_groups": ["slow"]})
         assert threads[-1] == loop  # (the class was cheap: it ran inline, and was slow)
