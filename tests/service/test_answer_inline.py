@@ -54,9 +54,9 @@ def test_a_cheap_known_shape_is_answered_inline_and_a_slow_or_new_one_is_not():
 
 def test_cold_answers_of_a_cheap_model_run_inline_until_several_are_slow():
     """A class (function, model, kind of estimator, examples) whose last CLASS_WINDOW calls
-    (CLASS_EVIDENCE at least) were cheap (but for a few outliers) answers never-seen sets on the loop; refused calls
-    do not count; more slow calls send the class back to the pool; a new version keeps the
-    evidence unless it holds another kind of estimator."""
+    (CLASS_EVIDENCE at least) were cheap (but for a few outliers) answers never-seen sets on
+    the loop; refused calls do not count; more slow calls send the class back to the pool; a
+    new version keeps the evidence unless it holds another kind of estimator."""
     from service.answers import CLASS_EVIDENCE, CLASS_WINDOW, COLD_OUTLIERS
 
     class Host:
