@@ -548,10 +548,15 @@ class LocalStorage(Storage):
         directory.mkdir(exist_ok=True)
         await asyncio.to_thread(atomic_write, directory / f"{int(version)}.fba", blob)
         await asyncio.to_thread(atomic_write, directory / f"{int(version)}.json", meta)
-        await asyncio.to_thread(atomic_write, self._dir(model) / "version",  # (its fsyncs take
-                                str(int(version)).encode())  # tens of ms: off the loop)
-        self._notify(model, int(version))
+        await self._make_current(model, int(version))
         return True
+
+    async def _make_current(self, model: str, version: int) -> None:
+        """Point the model at ``version`` (its fsyncs take tens of ms: off the loop) and tell
+        the listeners."""
+        await asyncio.to_thread(atomic_write, self._dir(model) / "version",
+                                str(version).encode())
+        self._notify(model, version)
 
     def _notify(self, model: str, version: int) -> None:
         for queue in self._listeners:
@@ -582,9 +587,7 @@ class LocalStorage(Storage):
     async def set_current_version(self, model: str, version: int) -> bool:
         if not (self._artifacts(model) / f"{int(version)}.fba").exists():
             return False
-        await asyncio.to_thread(atomic_write, self._dir(model) / "version",  # (its fsyncs take
-                                str(int(version)).encode())  # tens of ms: off the loop)
-        self._notify(model, int(version))
+        await self._make_current(model, int(version))
         return True
 
     async def version_events(self):
