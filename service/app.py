@@ -25,6 +25,7 @@ from service.answers import AnswerPool
 from service.api import batch, examples, health, models, snapshots
 from service.api.deps import presented_key
 from service.api.openapi import ERROR_RESPONSES
+from service.api.predict_path import PredictPath
 from service.errors import ServiceError
 from service.kernel_cache import warm_batch_kernels, warm_kernels
 from service.manager import ModelManager
@@ -142,6 +143,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="featurebudget", version="1", lifespan=lifespan)
     app.state.settings = settings
     app.state.key_roles = settings.key_roles()
+    app.add_middleware(PredictPath, handlers=app.exception_handlers)  # (inside the limit)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes,
                        key_roles=app.state.key_roles)
     for router in (models.router, examples.router, batch.router, snapshots.router, batch.ui):

@@ -17,6 +17,23 @@ OMP, FR, NO_WHITEN, SINGLE = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
+def pick_best(gains: np.ndarray, costs: np.ndarray, eligible: np.ndarray) -> int:
+    """The eligible group with a gain >= 0 (NaN: not) of the largest ``gain / cost``; the one
+    of the largest gain among those of cost <= 0 first; the lowest id among ties; -1 if
+    none. O(J)."""
+    best, best_ratio, free, free_gain = -1, -np.inf, -1, -np.inf
+    for g in range(gains.shape[0]):
+        if not eligible[g] or not gains[g] >= 0:
+            continue
+        if costs[g] <= 0:
+            if free < 0 or gains[g] > free_gain:
+                free, free_gain = g, gains[g]
+        elif best < 0 or gains[g] / costs[g] > best_ratio:
+            best, best_ratio = g, gains[g] / costs[g]
+    return free if free >= 0 else best
+
+
+@njit(cache=True, nogil=True)
 def cholesky_pivoted(A: np.ndarray, tol: np.ndarray, L: np.ndarray) -> None:
     """Lower ``L`` with ``L Lᵀ = A`` on the non-dependent directions (pivot <= tol -> 0).
 

@@ -62,6 +62,28 @@ def quadratic_form(M: np.ndarray, idx: np.ndarray, c: np.ndarray) -> float:
     return total
 
 
+@njit(types.float64(_MATRIX, _VECTOR, _VECTOR, types.float64, types.float64, types.float64,
+                    _INDEX, _VECTOR, types.float64), cache=True, nogil=True)
+def support_explained_variance(mxx: np.ndarray, mxy: np.ndarray, mean_x: np.ndarray,
+                               n: float, mean_y: float, myy: float, support: np.ndarray,
+                               c: np.ndarray, intercept: float) -> float:
+    """EV of ``x·w + intercept`` on centred statistics (``mxx``, ``mxy``, ``myy`` sums over
+    ``n`` rows, means ``mean_x``, ``mean_y``), ``w`` = ``c`` on ``support``, 0 elsewhere:
+    ``1 − MSE / Var(y)``, ``MSE = Var(y) − 2 wᵀCov(x,y) + wᵀCov(x) w + bias²``,
+    ``bias = ȳ − intercept − x̄ᵀw``; 0 when ``Var(y) <= 0``. O(|support|²)."""
+    var_y = myy / n
+    if var_y <= 0:
+        return 0.0
+    linear = 0.0
+    shift = 0.0
+    for a in range(support.shape[0]):
+        linear += c[a] * mxy[support[a]]
+        shift += c[a] * mean_x[support[a]]
+    bias = mean_y - intercept - shift
+    mse = var_y - 2.0 * linear / n + quadratic_form(mxx, support, c) / n + bias * bias
+    return 1.0 - mse / var_y
+
+
 @njit(types.float64[::1](types.Array(types.float64, 2, "A", readonly=True), _VECTOR),
       cache=True)
 def solve_factored(L: np.ndarray, v: np.ndarray) -> np.ndarray:

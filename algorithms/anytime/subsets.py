@@ -118,6 +118,7 @@ class SubsetSolver:
         self._lock = threading.Lock()
         self._prefix: Factor | None = None
         self._prefix_ends = np.cumsum([0] + [len(self.groups[g]) for g in self.sequence])
+        self._sizes = np.array([len(g) for g in self.groups], dtype=np.int64)
 
     # ------------------------------------------------------------------ factors
     def prefix_factor(self) -> Factor:
@@ -241,7 +242,8 @@ class SubsetSolver:
             return scores
         C, b = self.C, self.b
         feats_left = np.concatenate([self.groups[g] for g in left])
-        starts = np.cumsum([0] + [len(self.groups[g]) for g in left])
+        starts = np.zeros(len(left) + 1, dtype=np.int64)
+        np.cumsum(self._sizes[left], out=starts[1:])
         factor = None
         if S:  # the residual b − C_{:,S} w(S), on the remaining features only
             factor = self.factor(S)

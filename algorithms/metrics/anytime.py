@@ -33,22 +33,32 @@ def explained_variance_from_statistics(stats, coef: np.ndarray, intercept) -> np
     """
     coef = np.atleast_2d(np.asarray(coef, dtype=np.float64))
     intercept = np.broadcast_to(np.asarray(intercept, dtype=np.float64), (coef.shape[0],))
+    if coef.shape[0] == 1:
+        support = np.flatnonzero(coef[0])
+        return np.array([explained_variance_on_support(stats, support, coef[0, support],
+                                                       float(intercept[0]))])
     n = stats.n
     var_y = stats.myy / n
-    cov_xy = stats.mxy / n
-    if coef.shape[0] == 1:
-        from algorithms.anytime._subset_kernels import quadratic_form
-
-        support = np.flatnonzero(coef[0])
-        mxx = np.ascontiguousarray(stats.mxx, dtype=np.float64)
-        quad = np.array([quadratic_form(mxx, support, coef[0, support]) / n])
-    else:
-        quad = np.einsum("pi,pi->p", coef @ stats.mxx, coef) / n
-    bias = stats.mean_y - intercept - coef @ stats.mean_x
-    mse = var_y - 2.0 * coef @ cov_xy + quad + bias ** 2
     if var_y <= 0:
         return np.zeros(coef.shape[0])
+    quad = np.einsum("pi,pi->p", coef @ stats.mxx, coef) / n
+    bias = stats.mean_y - intercept - coef @ stats.mean_x
+    mse = var_y - 2.0 * coef @ (stats.mxy / n) + quad + bias ** 2
     return 1.0 - mse / var_y
+
+
+def explained_variance_on_support(stats, support: np.ndarray, values: np.ndarray,
+                                  intercept: float) -> float:
+    """EV (as :func:`explained_variance_from_statistics`) of the one predictor whose
+    coefficients are ``values`` on the features ``support`` (int64), 0 elsewhere: one
+    kernel call reading only those rows and columns of ``Cov(x)``. O(k²)."""
+    from algorithms.anytime._subset_kernels import support_explained_variance
+
+    return support_explained_variance(
+        np.ascontiguousarray(stats.mxx, dtype=np.float64), stats.mxy, stats.mean_x,
+        float(stats.n), float(stats.mean_y), float(stats.myy),
+        np.ascontiguousarray(support, dtype=np.int64),
+        np.ascontiguousarray(values, dtype=np.float64), float(intercept))
 
 
 def anytime_curve(model, X=None, y=None) -> tuple[np.ndarray, np.ndarray]:

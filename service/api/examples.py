@@ -69,6 +69,12 @@ async def post_examples(model: str, request: Request, manager: Manager,
              responses={200: PREDICT_LINKS})  # online (PredictResponse) or batch answers
 async def predict(model: str, request: Request, manager: Manager,
                   settings: AppSettings) -> Response:
+    return await predict_response(request, manager, settings, model)
+
+
+async def predict_response(request: Request, manager, settings, model: str) -> Response:
+    """``POST /v1/models/{model}/predict`` once its key is checked: the route's body, and
+    what :class:`service.api.predict_path.PredictPath` answers without the router."""
     host = await manager.get(model)
     body = await read_body(request, settings.max_body_bytes)
     try:

@@ -30,7 +30,9 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from algorithms.batch import cost_slack
+from algorithms.metrics.anytime import explained_variance_on_support
 from algorithms.serialization import StateFormatError, dumps_state, loads_state
+from algorithms.sparse import CSRBatch
 from algorithms.states import FORMAT_VERSION as VERSION_MEMBER
 from algorithms.states import envelope, open_envelope
 from service.batch.curves import set_figures
@@ -178,7 +180,8 @@ class Artifact:
         per-version solves every later answer builds on (for the statistics families the
         factor of the sequence's Gram block, O(k³/3) for its k features) are made before
         this version is served, off the event loop, not by its first request."""
-        row = sp.csr_matrix((1, self.layout.n_features))
+        row = CSRBatch(np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int32),
+                       np.zeros(0), self.layout.n_features)  # as a request's
         for S in (sorted(self.order()), []):
             self.answer(row, S, None)
         return self
@@ -209,8 +212,10 @@ class Artifact:
         return None if budget is None else budget - spent + cost_slack(budget)
 
     # ------------------------------------------------------------------ answers
-    def answer(self, X: sp.csr_matrix, S: list[int], budget: float | None) -> dict[str, Any]:
-        """Predictions for rows ``X`` that all have the computed set ``S`` (sorted ids)."""
+    def answer(self, X: CSRBatch | sp.csr_matrix, S: list[int], budget: float | None
+               ) -> dict[str, Any]:
+        """Predictions for rows ``X`` (anything with scipy's ``X @ w`` and ``toarray()``)
+        that all have the computed set ``S`` (sorted ids)."""
         out = self.adapter.answer(self, X, S)
         out["next_group"] = self.next_group(S, budget)
         return out
@@ -246,12 +251,11 @@ class Artifact:
         with self._lock:
             hit = self._ev_cache.get(key)
         if hit is None:
-            coef, intercept = self.model.coef_for_groups(S)
             if self.validation is not None and self.validation.n > 0:
-                from algorithms.metrics.anytime import explained_variance_from_statistics
-
-                hit = (float(explained_variance_from_statistics(
-                    self.validation, coef, intercept)[0]), "validation")
+                coef, intercept = self.model.coef_for_groups(S)
+                support = np.flatnonzero(coef)
+                hit = (explained_variance_on_support(self.validation, support, coef[support],
+                                                     intercept), "validation")
             else:
                 hit = (float(self.model.explained_variance(S)), "train")
             with self._lock:

@@ -10,6 +10,8 @@ entries are FBX1 with the targets flag, so the fold reads every source the same 
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import numpy as np
 import orjson
 from numba import njit, types
@@ -47,9 +49,10 @@ def parse_batch_items(items, layout: BatchLayout, task: str, *,
     name = target_field(task)
     targets = np.zeros(n, dtype=np.float64)
     present = np.zeros((n, layout.n_groups), dtype=bool)
-    lengths = np.zeros(n, dtype=np.int64)
+    lengths: list[int] = []
     index_parts: list[np.ndarray] = []
     value_parts: list[np.ndarray] = []
+    indexed = False  # an example in the index form: its rows need the CSR checks
     for i, item in enumerate(items):
         if i % 16 == 15:  # (a body of many named examples is milliseconds of Python)
             yield_to_predictions()
@@ -72,15 +75,19 @@ def parse_batch_items(items, layout: BatchLayout, task: str, *,
             indices, values = _named(item["features"], i, layout, present[i])
         else:
             indices, values = _indexed(item, i, layout.n_features)
+            indexed = True
             if len(indices):
                 present[i, np.unique(layout.group_of[indices])] = True
         index_parts.append(indices)
         value_parts.append(values)
-        lengths[i] = len(indices)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    batch = validate_csr(indptr, np.concatenate(index_parts), np.concatenate(value_parts),
-                         None, layout.n_features)
+        lengths.append(len(indices))
+    indptr = np.fromiter(accumulate(lengths, initial=0), dtype=np.int64, count=n + 1)
+    indices, values = np.concatenate(index_parts), np.concatenate(value_parts)
+    if indexed:
+        batch = validate_csr(indptr, indices, values, None, layout.n_features)
+    else:  # named: every index looked up in the layout (in range, unique), every value checked
+        batch = ExampleBatch(CSRBatch(indptr, indices.astype(np.int32), values,
+                                      layout.n_features), None)
     batch.labels = targets if require_targets else None
     return batch, present
 
@@ -126,7 +133,7 @@ def _named(features, i: int, layout: BatchLayout, present: np.ndarray
             else:
                 if _PLAIN_NUMBERS.issuperset(map(type, values)):
                     out = np.array(values, dtype=np.float64)
-                    if np.all(np.abs(out) < MAX_ABS_VALUE):
+                    if (np.abs(out) < MAX_ABS_VALUE).all():
                         present[groups] = True
                         return np.array(indices, dtype=np.int64), out
         except (KeyError, TypeError, OverflowError):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from algorithms.anytime import _kernels as kernels
-from algorithms.anytime.greedy import GroupGreedy, sequence_groups
+from algorithms.anytime.greedy import GroupGreedy, pick_group, sequence_groups
 from tests.anytime import naive
 
 METHODS = ["cs-g-omp", "cs-g-fr", "no-whiten", "single"]
@@ -154,3 +154,29 @@ def test_invalid_groups_rejected():
         sequence_groups(C, b, groups, -costs)
     with pytest.raises(ValueError):
         sequence_groups(C, b, groups, costs, "nope")
+
+
+def _pick_by_definition(gains, costs, eligible):
+    """The pick in numpy: zero-cost candidates (gain >= 0) by gain, else the best gain per
+    cost; the first of ties; -1 when none."""
+    candidates = eligible & (gains >= 0)
+    if not candidates.any():
+        return -1
+    free = candidates & (costs <= 0)
+    if free.any():
+        return int(np.argmax(np.where(free, gains, -np.inf)))
+    return int(np.argmax(np.where(candidates, gains / np.where(costs > 0, costs, 1.0),
+                                  -np.inf)))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (NaN and inf gains, on purpose)
+def test_pick_group_is_the_definition():
+    rng = np.random.default_rng(3)
+    for trial in range(3000):
+        J = int(rng.integers(1, 9))
+        gains = rng.choice([-1.0, 0.0, 0.5, 1.0, 2.0, np.nan, np.inf], J) if trial % 2 \
+            else rng.standard_normal(J)
+        costs = rng.choice([0.0, 0.5, 1.0, 2.0], J)
+        eligible = rng.random(J) < 0.7
+        assert pick_group(gains, costs, eligible) == \
+            _pick_by_definition(gains, costs, eligible), (gains, costs, eligible)
