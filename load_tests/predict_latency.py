@@ -45,8 +45,8 @@ Scenarios, each ``--seconds`` long at ``--rate`` requests per second:
    the fold applies them (at most 8 entries ahead). The row's ``background`` says how many
    examples per second were acknowledged and applied meanwhile.
 6. the floor: ``GET /healthz`` (a route that does no work) at the same rate, idle, while
-   the batch model ingests and retrains, and during the REST libsvm ingestion, i.e. what
-   HTTP + the load generator cost here.
+   the batch model ingests and retrains, and during the REST libsvm and FBX1 ingestion,
+   i.e. what HTTP + the load generator cost here.
 
 Per scenario: requests sent, answered (200), errors (non-200 or exceptions), the achieved
 rate (answers per second from the first scheduled send to the last answer), p50 / p99 /
@@ -1265,6 +1265,7 @@ def main(argv=None) -> int:
             ("sofs, ingesting REST binary", sofs_spec,
              {"feeder": binary_feeder, "histogram_model": ONLINE_MODEL}),
             ("healthz, ingesting REST libsvm (floor)", healthz, {"feeder": online_feeder}),
+            ("healthz, ingesting REST binary (floor)", healthz, {"feeder": binary_feeder}),
         ]
         if redis_url:
             plan.append(("sofs, ingesting binary stream", sofs_spec,

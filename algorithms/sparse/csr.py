@@ -86,13 +86,6 @@ class CSRBatch:
         return sp.csr_matrix((self.values, self.indices, indptr),
                              shape=(self.n_rows, self.n_features))
 
-    def toarray(self) -> np.ndarray:
-        """The rows as a dense (n, n_features) float64 array (as scipy's). O(n·d + nnz)."""
-        dense = np.zeros((self.n_rows, self.n_features))
-        rows = np.repeat(np.arange(self.n_rows), np.diff(self.indptr))
-        dense[rows, self.indices] = self.values
-        return dense
-
     def __matmul__(self, w) -> np.ndarray:
         """``X @ w`` for a dense vector ``w`` (n_features,): float64 (n,), each row summed in
         stored order as scipy's product sums it (the same bits), in one kernel call (scipy's

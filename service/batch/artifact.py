@@ -214,9 +214,10 @@ class Artifact:
     # ------------------------------------------------------------------ answers
     def answer(self, X: CSRBatch | sp.csr_matrix, S: list[int], budget: float | None
                ) -> dict[str, Any]:
-        """Predictions for rows ``X`` (anything with scipy's ``X @ w`` and ``toarray()``)
-        that all have the computed set ``S`` (sorted ids)."""
-        out = self.adapter.answer(self, X, S)
+        """Predictions for rows ``X`` (a request's ``CSRBatch`` or a scipy CSR matrix; the
+        family's adapter takes them as it needs them) that all have the computed set ``S``
+        (sorted ids)."""
+        out = self.adapter.answer(self, self.adapter.request_rows(X), S)
         out["next_group"] = self.next_group(S, budget)
         return out
 

@@ -51,9 +51,9 @@ def test_scipy_input_unsorted_rows_and_duplicates_leave_the_matrix_alone():
         as_csr_batch(sp.csr_matrix(np.ones((1, 4))), n_features=3)
 
 
-def test_product_and_dense_rows_are_scipys():
-    """``batch @ w`` gives scipy's bits (rows summed in stored order) and
-    ``toarray()`` its dense rows; a 2-D right-hand side goes through scipy."""
+def test_product_is_scipys():
+    """``batch @ w`` gives scipy's bits (rows summed in stored order); a 2-D right-hand
+    side goes through scipy."""
     rng = np.random.default_rng(4)
     for n in (1, 3, 50):
         X = sp.random(n, 40, density=0.3, format="csr", random_state=n)
@@ -64,7 +64,6 @@ def test_product_and_dense_rows_are_scipys():
         batch = as_csr_batch(X, 40)
         w = rng.standard_normal(40)
         assert np.array_equal(batch @ w, X @ w)
-        assert np.array_equal(batch.toarray(), X.toarray())
         W = rng.standard_normal((40, 2))
         np.testing.assert_allclose(batch @ W, X @ W)
     empty = CSRBatch(np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0), 5)

@@ -92,6 +92,10 @@ class AnytimeFamily(StatisticsFamily):
     def scorer(self, artifact):
         return artifact.anytime_scores if artifact.task == "classification" else None
 
+    def request_rows(self, X):
+        """As they come: a request's ``CSRBatch`` has the one product the answer needs."""
+        return X
+
     def answer(self, artifact, X, S):
         scores = artifact.anytime_scores(X, S)
         ev, basis = artifact.expected_ev(S)

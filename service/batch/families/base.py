@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from algorithms.sparse import CSRBatch
 from service.batch.curves import FitError, Progress
 from service.batch.layout import BatchLayout, BatchParams
 from service.batch.sizes import HEADER_BYTES, SNAPSHOT_COPIES, SizeEstimate, validation_size
@@ -126,8 +127,14 @@ class BatchFamily:
         or None when it has none."""
         return None
 
+    def request_rows(self, X):
+        """The request's rows as :meth:`answer` takes them: a scipy CSR matrix (a request's
+        ``CSRBatch`` converted; one already a matrix as it is). O(rows)."""
+        return X.to_scipy() if isinstance(X, CSRBatch) else X
+
     def answer(self, artifact, X, S: list[int]) -> dict[str, Any]:
-        """Predictions and figures for rows ``X`` that have computed exactly ``S``."""
+        """Predictions and figures for rows ``X`` (:meth:`request_rows`) that have computed
+        exactly ``S``."""
         raise NotImplementedError
 
     def next_step(self, artifact, S: list[int], budget: float | None
