@@ -184,12 +184,14 @@ def add_model_chores(commands, options: argparse.ArgumentParser) -> None:
         help="create a model (online: --n-features or --hash-bits; batch: --group)",
         description="Create model NAME. Online learners (pet, fofs, sofs, ogd, arow) take\n"
                     "exactly one of --n-features and --hash-bits; batch models (cs-g-omp,\n"
-                    "cs-g-fr, doubling, no-whiten, single, group-lasso, gbfs, nvsd) take\n"
-                    "feature groups with costs.")
+                    "cs-g-fr, doubling, no-whiten, single, group-lasso, gbfs, nvsd, auto)\n"
+                    "take feature groups with costs.")
     create.add_argument("name", metavar="NAME", help="the model's name")
+    # listed by hand: importing the registries costs the CLI seconds of start-up; a test
+    # (tests/clients/test_cli_chores.py) keeps these lists the registries' own
     create.add_argument("--algorithm", required=True,
                         help="pet, fofs, sofs, ogd, arow, cs-g-omp, cs-g-fr, doubling, "
-                             "no-whiten, single, group-lasso, gbfs or nvsd")
+                             "no-whiten, single, group-lasso, gbfs, nvsd or auto")
     create.add_argument("--n-features", type=int, help="online: the dimension (0-based "
                                                        "indices)")
     create.add_argument("--hash-bits", type=int, help="online: hash named features into "

@@ -3,8 +3,10 @@ service on a loopback port (embedded backend), checked through the HTTP client."
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
+import re
 
 import pytest
 
@@ -228,3 +230,25 @@ def test_top_level_help_names_the_chores(capsys):
         build_parser().parse_args(["--help"])
     out = capsys.readouterr().out
     assert "featurebudget models list" in out and "featurebudget snapshot get" in out
+
+
+def _subparser(parser, *path):
+    for name in path:
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = action.choices[name]
+    return parser
+
+
+def test_create_help_names_every_algorithm_of_the_registries():
+    """The CLI lists the algorithms by hand (importing the registries costs it seconds of
+    start-up): the list must be the API's, online and batch, in the registries' order."""
+    from service.schemas import ALGORITHMS, BATCH_ALGORITHMS
+
+    create = _subparser(build_parser(), "models", "create")
+    algorithm = next(a for a in create._actions if a.dest == "algorithm")
+    named = re.findall(r"[a-z][a-z-]*", algorithm.help.replace(" or ", ", "))
+    assert named == [*ALGORITHMS, *BATCH_ALGORITHMS]
+    online, batch = re.search(r"Online learners \(([^)]*)\).*batch models \(([^)]*)\)",
+                              create.description, re.S).groups()
+    assert re.findall(r"[a-z][a-z-]*", online) == list(ALGORITHMS)
+    assert re.findall(r"[a-z][a-z-]*", batch) == list(BATCH_ALGORITHMS)
