@@ -114,10 +114,9 @@ class CSRBatch:
                         self.values / np.repeat(norms, lengths), self.n_features)
 
 
-_ARRAY = types.Array
-_INDPTR = _ARRAY(types.int64, 1, "C", readonly=True)
-_INDICES = _ARRAY(types.int32, 1, "C", readonly=True)
-_FLOATS = _ARRAY(types.float64, 1, "C", readonly=True)
+_INDPTR = types.Array(types.int64, 1, "C", readonly=True)
+_INDICES = types.Array(types.int32, 1, "C", readonly=True)
+_FLOATS = types.Array(types.float64, 1, "C", readonly=True)
 
 
 @njit(types.void(_INDPTR, _INDICES, _FLOATS, _FLOATS, types.float64[::1]), cache=True,

@@ -40,7 +40,7 @@ def presented_key(request: Request) -> str | None:
     return None
 
 
-def _require(request: Request, role: str) -> None:
+def require_role(request: Request, role: str) -> None:
     roles: dict[str, str] = request.app.state.key_roles
     if not roles:
         return
@@ -53,11 +53,11 @@ def _require(request: Request, role: str) -> None:
 
 
 async def require_read(request: Request) -> None:
-    _require(request, "read")
+    require_role(request, "read")
 
 
 async def require_write(request: Request) -> None:
-    _require(request, "write")
+    require_role(request, "write")
 
 
 ReadAccess = Depends(require_read)
@@ -79,7 +79,7 @@ class KeyCheckedRoute(APIRoute):
             return handler
 
         async def checked(request: Request) -> Response:
-            _require(request, role)
+            require_role(request, role)
             return await handler(request)
 
         return checked

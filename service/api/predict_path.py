@@ -13,14 +13,11 @@ OpenAPI document, and the same answer for anything this does not match).
 
 from __future__ import annotations
 
-import logging
-
 from starlette.requests import Request
 
-from service.api.deps import _require
+from service.api.deps import require_role
 from service.api.examples import predict_response
 
-log = logging.getLogger("featurebudget.api")
 _PREFIX, _SUFFIX = "/v1/models/", "/predict"
 
 
@@ -52,7 +49,7 @@ class PredictPath:
         request = Request(scope, receive)
         state = request.app.state
         try:
-            _require(request, "read")
+            require_role(request, "read")
             response = await predict_response(request, state.manager, state.settings, name)
         except Exception as exc:  # rendered as the route's error would be
             response = await self._handled(request, exc)

@@ -346,7 +346,7 @@ class BatchModels:
         computed, budget = selection(host.layout, document)
         batch, present = parse_batch_items(document.get("examples"), host.layout,
                                            host.spec.task, require_targets=False)
-        X = batch.X  # CSR rows (scipy's product and toarray, without its per-call checks)
+        X = batch.X  # the adapter takes them as it needs them (request_rows)
         n = len(batch)
         if computed is not None:
             sets = [computed] * n
