@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -63,6 +64,12 @@ class Prediction:
     scores: list[float]
     labels: list[int]
     prediction_ids: list[str] | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Prediction:
+        names = ("model", "log_position", "scores", "labels", "prediction_ids")
+        return cls(**{k: data.get(k) for k in names}, raw=data)
 
 
 @dataclass
@@ -238,6 +245,43 @@ def _check(response: httpx.Response) -> httpx.Response:
     return response
 
 
+def _plain(value: Any) -> Any:
+    """numpy / pandas values as JSON's: arrays and Series as lists, scalars as numbers."""
+    if hasattr(value, "tolist"):  # numpy arrays and scalars, pandas Series / Index
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _json(body: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """``content`` and ``headers`` of a JSON request body (numpy values converted; NaN and
+    infinities refused here, as the service would)."""
+    return {"content": json.dumps(body, default=_plain, allow_nan=False).encode(),
+            "headers": {"Content-Type": "application/json", **(headers or {})}}
+
+
+def _predict_body(examples, return_prediction_ids):
+    body: dict[str, Any] = {"examples": examples}
+    if return_prediction_ids is not None:  # only when asked: batch models take no such field
+        body["return_prediction_ids"] = return_prediction_ids
+    return body
+
+
+def _prediction(data: dict[str, Any]) -> Prediction | BudgetedPrediction:
+    """The answer of ``predict``: an online model's (``scores``) or a batch model's."""
+    if "scores" in data:
+        return Prediction.from_json(data)
+    return BudgetedPrediction.from_json(data)
+
+
+def _budgeted(name: str, data: dict[str, Any]) -> BudgetedPrediction:
+    if "scores" in data:
+        raise ValueError(f"model {name!r} is an online model: predict_batch answers batch "
+                         "models; use predict() for its scores and labels")
+    return BudgetedPrediction.from_json(data)
+
+
 def _key_header(idempotency_key: str | None) -> dict[str, str]:
     return {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
 
@@ -331,7 +375,7 @@ class FeaturebudgetClient:
                      libsvm_zero_based: bool = False) -> ModelInfo:
         body = _create_body(name, algorithm, n_features, hash_bits, budget, params,
                             libsvm_zero_based)
-        return ModelInfo.from_json(_check(self.http.post("/v1/models", json=body)).json())
+        return ModelInfo.from_json(_check(self.http.post("/v1/models", **_json(body))).json())
 
     def list_models(self) -> list[ModelInfo]:
         data = _check(self.http.get("/v1/models")).json()
@@ -349,9 +393,9 @@ class FeaturebudgetClient:
     def post_examples(self, name: str, examples: list[Example], *, wait: bool = False,
                       idempotency_key: str | None = None) -> Accepted:
         """Append examples; a retry with the same ``idempotency_key`` appends nothing."""
-        response = self.http.post(f"/v1/models/{name}/examples", json={"examples": examples},
+        response = self.http.post(f"/v1/models/{name}/examples",
                                   params={"wait": "true"} if wait else None,
-                                  headers=_key_header(idempotency_key))
+                                  **_json({"examples": examples}, _key_header(idempotency_key)))
         return Accepted.from_json(_check(response).json())
 
     def post_libsvm(self, name: str, text: bytes | str, *, wait: bool = False,
@@ -372,15 +416,20 @@ class FeaturebudgetClient:
         return Accepted.from_json(_check(response).json())
 
     def predict(self, name: str, examples: list[Example], *,
-                return_prediction_ids: bool = False) -> Prediction:
-        body = {"examples": examples, "return_prediction_ids": return_prediction_ids}
-        return Prediction(**_check(self.http.post(f"/v1/models/{name}/predict",
-                                                  json=body)).json())
+                return_prediction_ids: bool | None = None
+                ) -> Prediction | BudgetedPrediction:
+        """Scores and labels of an online model (:class:`Prediction`), or a batch model's
+        answer for the groups each example carries (:class:`BudgetedPrediction`; for
+        ``computed_groups`` / ``max_cost`` use :meth:`predict_batch`). Examples may hold
+        numpy arrays and scalars."""
+        body = _predict_body(examples, return_prediction_ids)
+        return _prediction(_check(self.http.post(f"/v1/models/{name}/predict",
+                                                 **_json(body))).json())
 
     def feedback(self, name: str, prediction_id: str, label: int) -> Feedback:
         body = {"prediction_id": prediction_id, "label": label}
         return Feedback(**_check(self.http.post(f"/v1/models/{name}/feedback",
-                                                json=body)).json())
+                                                **_json(body))).json())
 
     def get_snapshot(self, name: str) -> bytes:
         return _check(self.http.get(f"/v1/models/{name}/snapshot")).content
@@ -398,7 +447,7 @@ class FeaturebudgetClient:
         """A batch model over ``groups``: dicts ``{name, features, cost}`` or
         ``(name, features, cost)`` tuples."""
         body = _batch_create_body(name, algorithm, groups, task, params)
-        return ModelInfo.from_json(_check(self.http.post("/v1/models", json=body)).json())
+        return ModelInfo.from_json(_check(self.http.post("/v1/models", **_json(body))).json())
 
     def predict_batch(self, name: str, examples: list[Example], *,
                       computed_groups: Iterable[str] | None = None,
@@ -409,15 +458,15 @@ class FeaturebudgetClient:
         (``budget``: the deprecated name of ``max_cost``)."""
         max_cost = _cap(max_cost, budget, "predict_batch")
         body = _predict_batch_body(examples, computed_groups, max_cost)
-        return BudgetedPrediction.from_json(
-            _check(self.http.post(f"/v1/models/{name}/predict", json=body)).json())
+        return _budgeted(name, _check(self.http.post(f"/v1/models/{name}/predict",
+                                                     **_json(body))).json())
 
     def next_group(self, name: str, computed_groups: Iterable[str] = (),
                    max_cost: float | None = None, *,
                    budget: float | None = None) -> NextStep:
         body = _next_body(computed_groups, _cap(max_cost, budget, "next_group"))
         return NextStep.from_json(_check(self.http.post(f"/v1/models/{name}/next",
-                                                        json=body)).json())
+                                                        **_json(body))).json())
 
     def sequence(self, name: str) -> dict[str, Any]:
         """The served version's trained sequence: ``prefixes`` with cost, cumulative cost and
@@ -463,7 +512,7 @@ class FeaturebudgetClient:
         """Make stored ``version`` current: ``{"model", "current"}``; ServiceError 409 when it
         never existed or was pruned."""
         return _check(self.http.post(f"/v1/models/{name}/rollback",
-                                     json={"version": version})).json()
+                                     **_json({"version": version}))).json()
 
     def healthz(self) -> dict[str, Any]:
         return _check(self.http.get("/healthz")).json()
@@ -504,7 +553,7 @@ class AsyncFeaturebudgetClient:
                            libsvm_zero_based: bool = False) -> ModelInfo:
         body = _create_body(name, algorithm, n_features, hash_bits, budget, params,
                             libsvm_zero_based)
-        return ModelInfo.from_json(_check(await self.http.post("/v1/models", json=body)).json())
+        return ModelInfo.from_json(_check(await self.http.post("/v1/models", **_json(body))).json())
 
     async def list_models(self) -> list[ModelInfo]:
         data = _check(await self.http.get("/v1/models")).json()
@@ -521,10 +570,9 @@ class AsyncFeaturebudgetClient:
 
     async def post_examples(self, name: str, examples: list[Example], *, wait: bool = False,
                             idempotency_key: str | None = None) -> Accepted:
-        response = await self.http.post(f"/v1/models/{name}/examples",
-                                        json={"examples": examples},
-                                        params={"wait": "true"} if wait else None,
-                                        headers=_key_header(idempotency_key))
+        response = await self.http.post(
+            f"/v1/models/{name}/examples", params={"wait": "true"} if wait else None,
+            **_json({"examples": examples}, _key_header(idempotency_key)))
         return Accepted.from_json(_check(response).json())
 
     async def post_libsvm(self, name: str, text: bytes | str, *, wait: bool = False,
@@ -545,15 +593,16 @@ class AsyncFeaturebudgetClient:
         return Accepted.from_json(_check(response).json())
 
     async def predict(self, name: str, examples: list[Example], *,
-                      return_prediction_ids: bool = False) -> Prediction:
-        body = {"examples": examples, "return_prediction_ids": return_prediction_ids}
-        return Prediction(**_check(await self.http.post(f"/v1/models/{name}/predict",
-                                                        json=body)).json())
+                      return_prediction_ids: bool | None = None
+                      ) -> Prediction | BudgetedPrediction:
+        body = _predict_body(examples, return_prediction_ids)
+        return _prediction(_check(await self.http.post(f"/v1/models/{name}/predict",
+                                                       **_json(body))).json())
 
     async def feedback(self, name: str, prediction_id: str, label: int) -> Feedback:
         body = {"prediction_id": prediction_id, "label": label}
         return Feedback(**_check(await self.http.post(f"/v1/models/{name}/feedback",
-                                                      json=body)).json())
+                                                      **_json(body))).json())
 
     async def get_snapshot(self, name: str) -> bytes:
         return _check(await self.http.get(f"/v1/models/{name}/snapshot")).content
@@ -569,7 +618,7 @@ class AsyncFeaturebudgetClient:
                                  groups: Iterable[GroupLike], task: str = "regression",
                                  params: dict[str, Any] | None = None) -> ModelInfo:
         body = _batch_create_body(name, algorithm, groups, task, params)
-        return ModelInfo.from_json(_check(await self.http.post("/v1/models", json=body)).json())
+        return ModelInfo.from_json(_check(await self.http.post("/v1/models", **_json(body))).json())
 
     async def predict_batch(self, name: str, examples: list[Example], *,
                             computed_groups: Iterable[str] | None = None,
@@ -577,15 +626,15 @@ class AsyncFeaturebudgetClient:
                             budget: float | None = None) -> BudgetedPrediction:
         max_cost = _cap(max_cost, budget, "predict_batch")
         body = _predict_batch_body(examples, computed_groups, max_cost)
-        return BudgetedPrediction.from_json(
-            _check(await self.http.post(f"/v1/models/{name}/predict", json=body)).json())
+        return _budgeted(name, _check(await self.http.post(f"/v1/models/{name}/predict",
+                                                           **_json(body))).json())
 
     async def next_group(self, name: str, computed_groups: Iterable[str] = (),
                          max_cost: float | None = None, *,
                          budget: float | None = None) -> NextStep:
         body = _next_body(computed_groups, _cap(max_cost, budget, "next_group"))
         return NextStep.from_json(_check(await self.http.post(f"/v1/models/{name}/next",
-                                                              json=body)).json())
+                                                              **_json(body))).json())
 
     async def sequence(self, name: str) -> dict[str, Any]:
         return _check(await self.http.get(f"/v1/models/{name}/sequence")).json()
@@ -629,7 +678,7 @@ class AsyncFeaturebudgetClient:
 
     async def rollback(self, name: str, version: int) -> dict[str, Any]:
         return _check(await self.http.post(f"/v1/models/{name}/rollback",
-                                           json={"version": version})).json()
+                                           **_json({"version": version}))).json()
 
     async def healthz(self) -> dict[str, Any]:
         return _check(await self.http.get("/healthz")).json()
