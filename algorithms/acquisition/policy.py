@@ -1,0 +1,332 @@
+r"""Per-example, non-myopic, cost-aware acquisition: which group to compute next for *this*
+example, given the values it has computed (after the acquisition conditioned oracle of
+Valancius, Lennon, Oliva, "Acquisition Conditioned Oracle for Nongreedy Active Feature
+Acquisition", ICML 2024), gated against the per-set rule.
+
+Held-out window: rows ``(x_i, y_i)`` the predictor's fit never saw and the per-row losses
+``L[m, i]`` of the predictor for every set ``m`` of the pool groups
+(:class:`~algorithms.acquisition.table.LossTable`). For an example ``x`` that computed the
+groups ``S`` (mask ``s``):
+
+1. neighbours ``N``: the ``k`` window rows nearest to ``x`` on the computed features,
+   each feature standardised by the window's mean and sd (O(n |F_S|)); every row when
+   ``S`` is empty;
+2. plan ``m* = argmin_{m ⊇ s, c(m) <= max_cost} mean_{i in N} L[m, i] + lam c(m)``, exact
+   over the supersets (:func:`~algorithms.acquisition.search.best_superset`, O(2^(P-|s|)
+   k));
+3. ``m* != s``: compute the cheapest missing group of ``m*`` (ties: the larger one-step
+   gain over ``N``), so a group worth nothing alone is bought when it makes the next
+   purchase right; ``m* = s``: with an exchange rate, stop ("no group worth its cost");
+   without one (a hard budget only), the per-set choice. No missing group fits: stop
+   ("nothing left within max_cost").
+
+The expected gain is the plan's drop ``d_i = L[s, i] - L[m*, i]`` over ``N``:
+``mean(d) ± 1.96 sd(d) / sqrt(k)``; ``candidates`` give every missing group's one-step drop
+over ``N``, its cost and the ratio.
+
+Gate (``gate=True``): the window is split in halves ``A``, ``B`` (``random_state``); for
+every row of ``B`` and every cap in ``gate_caps`` (fractions of the pool's total cost),
+an episode from the empty set runs twice, with neighbours from ``A`` and with the per-set
+rule over ``A`` (largest mean gain per unit cost), and the final losses are averaged over
+the caps. The per-example rule is kept only when it lowers that mean loss by more than
+``gate_z`` standard errors of the paired differences; otherwise every decision is the
+per-set one (``fallback``, default the per-set rule over the whole window), so on data
+where values do not change the best next group the policy is the per-set rule. Fitting:
+``n 2^P`` predicted rows for the table, then ``|B| |caps| P`` decisions.
+
+More than ``max_groups`` groups: the pool is the first ``max_groups`` of the per-set
+greedy order (``J^2 / 2`` predictor calls on the window); beyond the pool the per-set
+order continues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from algorithms.acquisition.losses import LOSSES, row_losses
+from algorithms.acquisition.search import best_superset
+from algorithms.acquisition.table import MAX_POOL, LossTable, Predict
+
+NOTHING_FITS = "nothing left within max_cost"
+NOT_WORTH = "no group worth its cost"
+Fallback = Callable[[tuple[int, ...], float | None], "int | None"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A missing group: its one-step expected loss drop, cost and drop per unit cost."""
+
+    group: int
+    cost: float
+    expected_gain: float | None
+    gain_per_cost: float | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision: ``group`` to compute next (None with ``stop_reason``), the expected
+    drop of the held-out loss once ``plan`` is computed with its 95 % ``interval``,
+    ``per_example`` (False: the per-set rule chose) and the ``candidates``."""
+
+    group: int | None
+    cost: float | None
+    expected_gain: float | None
+    interval: tuple[float, float] | None
+    stop_reason: str | None
+    plan: tuple[int, ...]
+    per_example: bool
+    candidates: tuple[Candidate, ...] = field(default=())
+
+
+def _mean_interval(d: np.ndarray) -> tuple[float, tuple[float, float]]:
+    mean = float(d.mean())
+    half = 1.96 * float(d.std(ddof=1)) / np.sqrt(d.size) if d.size > 1 else float("inf")
+    return mean, (mean - half, mean + half)
+
+
+class ConditionedAcquisition:
+    """Per-example acquisition over a fitted budgeted predictor (module docstring).
+
+    Parameters: ``n_neighbors`` (k), ``max_groups`` (P <= 16: the exact search's pool),
+    ``gate`` (learn whether per-example beats per-set; False: always per-example, i.e.
+    plain AACO), ``gate_z``, ``gate_caps``, ``random_state``.
+    ``fit(predict, X, y, groups=, costs=, loss=, pool=None, fallback=None)``: ``predict``
+    answers rows whose uncomputed features are NaN; ``X, y`` the held-out window;
+    ``fallback(S, max_cost) -> group | None`` the per-set rule to fall back to.
+    Fitted: ``table_``, ``pool_``, ``per_example_`` (the gate's verdict), ``gate_``.
+    """
+
+    def __init__(self, *, n_neighbors: int = 30, max_groups: int = 12, gate: bool = True,
+                 gate_z: float = 2.0, gate_caps: Sequence[float] = (0.25, 0.5, 0.75, 1.0),
+                 random_state: int = 0) -> None:
+        self.n_neighbors = n_neighbors
+        self.max_groups = max_groups
+        self.gate = gate
+        self.gate_z = gate_z
+        self.gate_caps = gate_caps
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, predict: Predict, X: np.ndarray, y: np.ndarray, *,
+            groups: Sequence[Sequence[int]], costs: Sequence[float], loss: str,
+            pool: Sequence[int] | None = None,
+            fallback: Fallback | None = None) -> ConditionedAcquisition:
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+        if not 1 <= int(self.max_groups) <= MAX_POOL:
+            raise ValueError(f"max_groups must be in [1, {MAX_POOL}], got {self.max_groups}")
+        if int(self.n_neighbors) < 2:
+            raise ValueError(f"n_neighbors must be >= 2, got {self.n_neighbors}")
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        self.groups_ = [np.asarray(g, dtype=np.int64).ravel() for g in groups]
+        self.costs_ = np.asarray(costs, dtype=np.float64).ravel()
+        if self.costs_.shape != (len(self.groups_),) or np.any(self.costs_ < 0):
+            raise ValueError(f"costs must be {len(self.groups_)} numbers >= 0")
+        J = len(self.groups_)
+        self.sequence_ = None
+        if pool is None:
+            if J <= self.max_groups:
+                pool = range(J)
+            else:
+                self.sequence_ = self._per_set_sequence(predict, X, y, loss)
+                pool = self.sequence_[: self.max_groups]
+        self.pool_ = np.asarray(list(pool), dtype=np.int64)
+        self.table_ = LossTable(predict, X, y, groups=self.groups_, costs=self.costs_,
+                                loss=loss, pool=self.pool_)
+        self.mean_ = X.mean(axis=0)
+        sd = X.std(axis=0)
+        self.scale_ = np.where(sd > 0, sd, 1.0)
+        self.fallback_ = fallback
+        self.rows_ = np.arange(X.shape[0], dtype=np.int64)
+        self.per_example_, self.gate_ = True, None
+        if self.gate:
+            self.gate_ = self._run_gate()
+            self.per_example_ = bool(self.gate_["per_example"])
+        return self
+
+    def _per_set_sequence(self, predict: Predict, X: np.ndarray, y: np.ndarray,
+                          loss: str) -> list[int]:
+        """Greedy per-set order of every group by mean window loss drop per unit cost."""
+        J = len(self.groups_)
+        keep = np.zeros(X.shape[1], dtype=bool)
+        order: list[int] = []
+        eps = 1e-9 * max(float(self.costs_.max()), 1.0)
+
+        def mean_loss(k: np.ndarray) -> float:
+            Z = X.copy()
+            Z[:, ~k] = np.nan
+            return float(row_losses(loss, y, predict(Z)).mean())
+
+        current = mean_loss(keep)
+        while len(order) < J:
+            best = None
+            for g in range(J):
+                if g in order:
+                    continue
+                k = keep.copy()
+                k[self.groups_[g]] = True
+                value = mean_loss(k)
+                ratio = (current - value) / max(float(self.costs_[g]), eps)
+                if best is None or ratio > best[0]:
+                    best = (ratio, g, value)
+            order.append(best[1])
+            keep[self.groups_[best[1]]] = True
+            current = best[2]
+        return order
+
+    # --------------------------------------------------------------- decisions
+    def _features(self, S: Iterable[int]) -> np.ndarray:
+        parts = [self.groups_[g] for g in S]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def neighbours(self, x: np.ndarray, S: Sequence[int], rows: np.ndarray) -> np.ndarray:
+        """The ``n_neighbors`` rows (of ``rows``) nearest to ``x`` on the features of ``S``
+        (standardised; NaN components ignored); all of ``rows`` when ``S`` is empty."""
+        features = self._features(S)
+        k = int(self.n_neighbors)
+        if features.size == 0 or rows.size <= k:
+            return rows
+        z = (self.table_.X[np.ix_(rows, features)] - x[features]) / self.scale_[features]
+        dist = np.nansum(z * z, axis=1)
+        near = np.argpartition(dist, k - 1)[:k]
+        return np.sort(rows[near])
+
+    def _per_set_choice(self, S: tuple[int, ...], room: float | None,
+                        rows: np.ndarray) -> int | None:
+        """The per-set rule over ``rows``: largest mean loss drop per unit cost among the
+        pool groups that fit (ties: lower id); then the per-set order beyond the pool."""
+        table = self.table_
+        mask = table.mask_of(S)
+        fits = [b for b in range(table.pool.size) if not mask >> b & 1 and
+                (room is None or table.mask_cost[1 << b] <= room + 1e-12 * max(1, abs(room)))]
+        if fits:
+            masks = np.array([mask] + [mask | 1 << b for b in fits], dtype=np.int64)
+            means = table.column_means(masks, None if rows is self.rows_ else rows)
+            eps = 1e-9 * max(float(self.costs_.max()), 1.0)
+            ratio = (means[0] - means[1:]) / np.maximum(table.mask_cost[masks[1:]], eps)
+            best = max(range(len(fits)), key=lambda j: (ratio[j], -table.pool[fits[j]]))
+            return int(table.pool[fits[best]])
+        have = set(S)
+        for g in (self.sequence_ or ()):
+            if g not in have and (room is None or self.costs_[g] <= room + 1e-12 * max(
+                    1, abs(room))):
+                return int(g)
+        return None
+
+    def decide(self, x: np.ndarray, computed: Iterable[int], *, max_cost: float | None = None,
+               exchange_rate: float | None = None) -> Decision:
+        """The next group for the example ``x`` (d,; NaN outside the computed groups)."""
+        self._check_fitted()
+        return self._decide(np.asarray(x, dtype=np.float64), tuple(sorted({int(g) for g in
+                            computed})), max_cost, exchange_rate, self.rows_,
+                            self.per_example_, self.fallback_)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "table_"):
+            raise ValueError("this policy is not fitted yet: call fit() first")
+
+    def _decide(self, x: np.ndarray, S: tuple[int, ...], max_cost: float | None,
+                exchange_rate: float | None, rows: np.ndarray, per_example: bool,
+                fallback: Fallback | None) -> Decision:
+        table, costs = self.table_, self.costs_
+        spent = float(costs[list(S)].sum()) if S else 0.0
+        room = None if max_cost is None else float(max_cost) - spent
+        slack = 0.0 if room is None else 1e-12 * max(1.0, abs(room))
+        missing = [g for g in range(len(costs)) if g not in S and
+                   (room is None or costs[g] <= room + slack)]
+        if not missing:
+            return Decision(None, None, None, None, NOTHING_FITS, S, per_example)
+        mask = table.mask_of(S)
+        near = self.neighbours(x, S, rows) if per_example else rows
+        subs = table.supersets(mask, room)
+        table.ensure(subs)
+        lam = 0.0 if exchange_rate is None else float(exchange_rate)
+        best, _, _ = best_superset(table.values, near, mask, table.full,
+                                   -1.0 if room is None else room, table.mask_cost, lam)
+        candidates = self._candidates(mask, missing, near)
+        gains = {c.group: c.expected_gain for c in candidates}
+        if best != mask and per_example:
+            extra = [g for g in table.groups_of(best) if g not in S]
+            g = min(extra, key=lambda h: (costs[h], -(gains.get(h) or 0.0), h))
+            plan = best
+        elif exchange_rate is not None and best == mask:
+            return Decision(None, None, None, None, NOT_WORTH, S, per_example, candidates)
+        else:
+            g = (fallback(S, max_cost) if fallback is not None
+                 else self._per_set_choice(S, room, rows))
+            if g is None:
+                return Decision(None, None, None, None, NOTHING_FITS, S, per_example,
+                                candidates)
+            plan = table.mask_of((*S, g))
+        if plan == mask:   # g outside the pool: no held-out figure
+            return Decision(int(g), float(costs[g]), None, None, None, tuple(sorted(
+                (*S, g))), per_example, candidates)
+        gain, interval = _mean_interval(table.values[mask, near] - table.values[plan, near])
+        plan_groups = tuple(sorted(set(S) | set(table.groups_of(plan))))
+        return Decision(int(g), float(costs[g]), gain, interval, None, plan_groups,
+                        per_example, candidates)
+
+    def _candidates(self, mask: int, missing: list[int], near: np.ndarray
+                    ) -> tuple[Candidate, ...]:
+        table = self.table_
+        where = {int(g): b for b, g in enumerate(table.pool)}
+        out = []
+        base = table.values[mask, near].mean()
+        for g in missing:
+            cost = float(self.costs_[g])
+            b = where.get(g)
+            if b is None:
+                out.append(Candidate(g, cost, None, None))
+                continue
+            gain = float(base - table.values[mask | 1 << b, near].mean())
+            out.append(Candidate(g, cost, gain, gain / cost if cost > 0 else None))
+        return tuple(out)
+
+    # --------------------------------------------------------------------- gate
+    def episode(self, x: np.ndarray, *, max_cost: float | None,
+                exchange_rate: float | None = None, rows: np.ndarray | None = None,
+                per_example: bool | None = None, fallback: Fallback | None = None,
+                use_fallback: bool = True) -> list[int]:
+        """The groups acquired, in order, for ``x`` from the empty set until a stop."""
+        rows = self.rows_ if rows is None else rows
+        per_example = self.per_example_ if per_example is None else per_example
+        fallback = (self.fallback_ if use_fallback else None) if fallback is None else fallback
+        S: tuple[int, ...] = ()
+        order = []
+        while True:
+            d = self._decide(x, S, max_cost, exchange_rate, rows, per_example, fallback)
+            if d.group is None:
+                return order
+            order.append(d.group)
+            S = tuple(sorted((*S, d.group)))
+
+    def _run_gate(self) -> dict:
+        table = self.table_
+        rng = np.random.default_rng(int(self.random_state))
+        perm = rng.permutation(table.n_rows)
+        A, B = np.sort(perm[: table.n_rows // 2]), np.sort(perm[table.n_rows // 2:])
+        total = float(table.mask_cost[table.full])
+        ours = np.zeros(B.size)
+        theirs = np.zeros(B.size)
+        for f in self.gate_caps:
+            cap = float(f) * total
+            path = self.episode(np.zeros(table.X.shape[1]), max_cost=cap, rows=A,
+                                per_example=False, use_fallback=False)
+            theirs += table.values[table.mask_of(path), B]
+            for j, i in enumerate(B):
+                got = self.episode(table.X[i], max_cost=cap, rows=A, per_example=True,
+                                   use_fallback=False)
+                ours[j] += table.values[table.mask_of(got), i]
+        ours /= len(self.gate_caps)
+        theirs /= len(self.gate_caps)
+        diff = ours - theirs
+        se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("inf")
+        return {"per_example": bool(diff.mean() < -float(self.gate_z) * se),
+                "per_example_loss": float(ours.mean()), "per_set_loss": float(theirs.mean()),
+                "difference": float(diff.mean()), "stderr": se, "rows": int(B.size)}
+
+
+__all__ = ["NOTHING_FITS", "NOT_WORTH", "Candidate", "ConditionedAcquisition", "Decision"]
