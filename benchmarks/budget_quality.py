@@ -1,6 +1,6 @@
 """Prediction quality for whatever feature groups a client has computed: ours versus peers.
 
-    python benchmarks/budget_quality.py                      # 7 data sets, 5 seeds (~1 min)
+    python benchmarks/budget_quality.py                      # 10 data sets, 5 seeds
     python benchmarks/budget_quality.py --quick              # smoke run: 2 small sets, 2 seeds
     python benchmarks/budget_quality.py --datasets diabetes,phishing --seeds 3 \\
         --methods gbfs,lgbm-masked --out /tmp/bq.json
@@ -8,55 +8,74 @@
 The question: a client has computed the features of a set ``S`` of feature groups (any
 subset, not only the cheapest ones); how good is each method's prediction for ``S``?
 
-Methods (all fitted on the same seeded 60/20/20 train/validation/test split):
+Methods (all fitted on the same seeded 60/20/20 train/validation/test split; the
+validation split chooses and early-stops, the test split only scores):
 
 * ``anytime``: ``AnytimeLinearModel(method="cs-g-omp")`` fitted with the validation split;
   ``predict(X, computed_groups=S)`` is the ridge refit on exactly ``S``. Classification: it
   regresses on +-1 labels, the score's sign is the label; its probability is a Platt scaling
   of the score for ``S`` fitted on the validation split (only for the log-loss).
-* ``gbfs``: ``GBFS(loss=..., feature_groups=..., group_costs=...)`` with every other
-  parameter at its default, answering with ``computed_groups=S``. ``gbfs-nomask``: the same
-  with ``masked_copies=0``, present only if the constructor takes ``masked_copies`` (it
-  states what masking costs at training time). For GBFS the table also gives the fraction of
-  sets for which it answers with at least one tree (``trees_used(S) > 0``, or
-  ``n_trees_for_groups(S) > 0`` for a model without it), when the model exposes that.
-* ``auto``: ``algorithms.per_set.PerSetChoice`` (a row with a note if it cannot be imported;
-  every call goes through the ``_auto_*`` adapters below).
+* ``gbfs``: ``GBFS(loss=..., feature_groups=..., group_costs=..., n_estimators=GBFS_TREES)``
+  with every other parameter at its default (its early stopping on the validation split
+  decides the trees kept; the table reports them against the cap), answering with
+  ``computed_groups=S`` (which of its ensembles answers, ``answers_unmasked(S)``, is
+  recorded where the model has an unmasked twin). ``gbfs-nomask``: the same with
+  ``masked_copies=0`` (present only if the constructor takes it): the same trees trained
+  without masking.
+* ``auto``: ``algorithms.per_set.PerSetChoice`` with its defaults (a row with a note if it
+  cannot be imported; every call goes through the ``_auto_*`` adapters below). When its
+  constructor takes ``specialist_sets``, it is given the request mix's hot sets (below), as
+  the service's traffic would; the set's answering model (``answered_by(S)`` or
+  ``choice(S)``) is recorded per row.
 * ``mean-impute``: LightGBM on all features, uncomputed features replaced by their training
   means. ``lgbm-plain``: the same booster (one shared fit), uncomputed features NaN
   (LightGBM's own handling: a feature never missing in training sends NaN where 0 goes).
   ``lgbm-masked``: one LightGBM on the training rows stacked with ``MASKED_COPIES`` copies in
   which every group is set to NaN independently with probability 1/2; uncomputed groups NaN.
-  ``oracle``: a LightGBM retrained on exactly the features of ``S`` (a constant for S = {}),
-  fitted for every prefix set but only for the first ``--oracle-nonprefix`` non-prefix sets
-  of each seed (its non-prefix figure is over those sets only).
-  LightGBM: ``LGB_PARAMS``, at most ``LGB_ROUNDS`` rounds with early stopping (patience
-  ``LGB_PATIENCE``) on the validation split prepared as the model's training rows are (full
-  rows; masked copies for ``lgbm-masked``; the features of ``S`` for ``oracle``).
+* Per-set refits, one model per evaluated set ``S`` on exactly its features (a constant, the
+  training mean or class frequency, for S = {}): ``refit-linear``, ridge (regression; alpha
+  from ``RIDGE_ALPHAS`` times the training rows) or logistic regression (classification; C
+  from ``LOGISTIC_CS``) on standardized features, the value with the best validation figure;
+  ``refit-lgbm``, LightGBM; ``refit``, whichever of the two has the better validation figure
+  for ``S`` (MSE; log-loss): the bar a practitioner reaches by training for that set.
+  LightGBM everywhere: ``LGB_PARAMS``, up to ``LGB_ROUNDS`` rounds with early stopping
+  (patience ``LGB_PATIENCE``) on the validation split prepared as the model's training rows
+  are (full rows; masked copies for ``lgbm-masked``; the features of ``S`` for refits); the
+  best iterations are reported so that a reader sees the cap never binds.
 
 Sets per seed: every prefix of the groups in cost order, cheapest first (the empty set and
 all groups included: "prefix"), and ``--nonprefix`` sets drawn uniformly without
 replacement among the non-empty subsets that are not prefixes ("non-prefix"; all of them
-when there are fewer).
+when there are fewer). Request mix ("mix"): ``HOT_SETS`` of the evaluated non-empty sets,
+drawn uniformly per seed ("hot"), receive ``HOT_SHARE`` of the requests in equal shares,
+every other evaluated set an equal share of the rest; a method's mix figure is the
+request-weighted mean of its per-set test figures (replaying the requests over the test
+rows, in expectation), its hot figure the mean over the hot sets.
 
 Figures on the test split: regression, explained variance ``1 - MSE / Var(y_test)``;
 classification, error rate of the labels and log-loss of the probabilities clipped to
 ``[PROBA_CLIP, 1 - PROBA_CLIP]``. Aggregates per data set and method: the mean over seeds of
-each seed's mean over its prefix (non-prefix) sets, with the standard error over seeds.
-Verdict: a challenger (``gbfs``, ``auto``) *ties or beats* ``lgbm-masked`` on a kind of set
-when the mean over seeds of the paired per-seed difference of the primary figure (EV;
-error rate) is no worse than ``-max(TIE_ABS, one standard error of that difference)``
-(``TIE_ABS`` = 0.005 EV, or 0.5 error points); it *beats* it when the difference is better
-than ``+max(...)``. Fit seconds: the mean per seed of the method's training (the oracle: all
-its fits of a seed; Platt scaling and prediction not included).
+each seed's mean over its prefix (non-prefix, hot) sets or its mix figure, with the standard
+error over seeds. Verdicts (``COMPARISONS``): a challenger *ties or beats* its baseline on a
+kind of set when the mean over seeds of the paired per-seed difference of the primary
+figure (EV; error rate) is no worse than ``-max(TIE_ABS, one standard error of that
+difference)`` (``TIE_ABS`` = 0.005 EV, or 0.5 error points); it *beats* it when the
+difference is better than ``+max(...)``. GBFS (and ``auto``'s GBFS half): the trees kept
+(each ensemble's) and the share of non-empty sets ``S`` for which some tree answering ``S``
+splits on a feature of a group in ``S`` (for the others every tree follows its default
+directions: a constant answer).
+Fit seconds: the mean per seed of the method's training (refits: all their fits of a seed;
+``refit``: both kinds; Platt scaling and prediction not included).
 
 Data sets (groups and costs are assigned here, see ``DATASETS``; costs in arbitrary units):
-diabetes, breast-cancer, digits-parity (scikit-learn), phishing and trump-approval (bundled
-with River, no download) and two grouped synthetic generators with correlated groups
-(``make_latent_groups``). Writes ``--out`` (default ``benchmarks/budget_quality.json``): the
-configuration, the data sets with their groups, one row per (data set, seed, method, set),
-the fit times, the aggregates and the verdicts. Needs scikit-learn and lightgbm (river for
-phishing and trump-approval).
+diabetes, breast-cancer, digits-parity and friedman1 (scikit-learn, bundled or generated),
+phishing and trump-approval (bundled with River, no download), and four grouped synthetic
+sets of 6,000 rows (``algorithms.datasets.grouped_synthetic``): latent groups with an
+interaction, and regime switches with a product, each for regression and classification.
+Writes ``--out`` (default ``benchmarks/budget_quality.json``): the configuration, the data
+sets with their groups, the fit rows (best iterations, trees kept), the aggregates and the
+verdicts (with ``--rows`` also one row per data set, seed, method and set). Needs
+scikit-learn and lightgbm (river for phishing and trump-approval).
 """
 
 from __future__ import annotations
@@ -82,20 +101,33 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from algorithms.anytime import AnytimeLinearModel  # noqa: E402
+from algorithms.datasets.grouped_synthetic import (  # noqa: E402
+    make_latent_groups,
+    make_regime_groups,
+)
 from algorithms.gbfs import GBFS  # noqa: E402
 from benchmarks._report import machine, table  # noqa: E402
 
 METHODS = ("anytime", "gbfs", "gbfs-nomask", "auto", "mean-impute", "lgbm-plain",
-           "lgbm-masked", "oracle")
-CHALLENGERS = ("gbfs", "auto")
-BASELINE = "lgbm-masked"
+           "lgbm-masked", "refit-linear", "refit-lgbm", "refit")
+REFITS = ("refit-linear", "refit-lgbm", "refit")
+# (challenger, baseline, kinds of sets): the verdicts
+COMPARISONS = (("gbfs", "lgbm-masked", ("prefix", "non-prefix")),
+               ("auto", "lgbm-masked", ("prefix", "non-prefix")),
+               ("auto", "refit", ("prefix", "non-prefix", "hot", "mix")),
+               ("gbfs", "gbfs-nomask", ("all",)))
 LGB_PARAMS = {"learning_rate": 0.05, "num_leaves": 15, "min_data_in_leaf": 10,
               "num_threads": 1, "verbose": -1, "deterministic": True, "force_col_wise": True}
-LGB_ROUNDS, LGB_PATIENCE = 200, 20
+LGB_ROUNDS, LGB_PATIENCE = 5000, 50
+GBFS_TREES = 5000     # gbfs, gbfs-nomask: n_estimators; their early stopping keeps fewer
 MASKED_COPIES = 4     # lgbm-masked: the original rows + this many group-masked copies
+RIDGE_ALPHAS = np.logspace(-5, 1, 13)   # refit-linear, regression: times the training rows
+LOGISTIC_CS = np.logspace(-3, 3, 7)     # refit-linear, classification
+HOT_SETS, HOT_SHARE = 5, 0.8   # request mix: HOT_SHARE of the requests on HOT_SETS sets
 PROBA_CLIP = 1e-3     # log-loss: probabilities clipped to [PROBA_CLIP, 1 - PROBA_CLIP]
 TIE_ABS = 0.005       # verdict tolerance: 0.005 explained variance / 0.5 error points
 QUICK_DATASETS = ("diabetes", "breast-cancer")
+KINDS = ("prefix", "non-prefix", "all", "hot", "mix")
 
 Groups = list[np.ndarray]
 GroupSet = tuple[int, ...]
@@ -124,6 +156,15 @@ class Split:
     yva: np.ndarray
     Xte: np.ndarray
     yte: np.ndarray
+
+
+@dataclass
+class Fitted:
+    """A fitted method: its predictor, fit seconds, and what the table reports about it."""
+
+    predict: Predictor
+    seconds: float
+    info: dict
 
 
 # ------------------------------------------------------------------------------ data sets
@@ -200,36 +241,26 @@ def load_trump_task(quick: bool) -> Task:
     return _task(X, y, "regression", spec, "river TrumpApproval (1001 x 6)")
 
 
-def make_latent_groups(n: int, kind: str, seed: int = 0) -> Task:
-    """Grouped data whose groups share latent factors, so a cheap group partly stands in for
-    a costly one.
+def load_friedman_task(quick: bool) -> Task:
+    from sklearn.datasets import make_friedman1
 
-    Three shared latents ``z`` and one private latent ``u_g`` per group; group ``g`` has
-    ``d_g`` features ``z A_g + u_g v_g + s_g eps`` (random loadings ``A_g``, ``v_g``), where the
-    noise ``s_g`` falls as the cost rises (costly groups measure ``z`` precisely). Target
-    ``f = sin(1.5 z0) + z1 z2 + [z0 > 0.5] + 0.8 u_3 [z1 > 0] + 0.6 |u_5| + 0.4 u_1``
-    (an interaction, thresholds, and private parts only the costly groups carry);
-    regression ``y = f + 0.3 N(0, 1)``, classification ``y = [f + 0.5 Logistic > median f]``.
-    """
-    rng = np.random.default_rng(1000 + seed)
-    sizes, costs = (3, 4, 5, 6, 8, 10), (1.0, 2.0, 3.0, 5.0, 8.0, 13.0)
-    noise = (1.2, 1.0, 0.7, 0.5, 0.35, 0.25)
-    z = rng.standard_normal((n, 3))
-    u = rng.standard_normal((n, len(sizes)))
-    blocks, spec, start = [], [], 0
-    for g, (d, s, cost) in enumerate(zip(sizes, noise, costs, strict=True)):
-        load, private = rng.normal(size=(3, d)), 0.8 * rng.normal(size=d)
-        blocks.append(z @ load + np.outer(u[:, g], private) + s * rng.standard_normal((n, d)))
-        spec.append((f"group {g} ({d} features, noise {s})", range(start, start + d), cost))
-        start += d
-    f = (np.sin(1.5 * z[:, 0]) + z[:, 1] * z[:, 2] + (z[:, 0] > 0.5) + 0.8 * u[:, 3]
-         * (z[:, 1] > 0) + 0.6 * np.abs(u[:, 5]) + 0.4 * u[:, 1])
-    if kind == "regression":
-        y = f + 0.3 * rng.standard_normal(n)
-    else:
-        y = (f + 0.5 * rng.logistic(size=n) > np.median(f)).astype(float)
-    return _task(np.hstack(blocks), y, kind, spec,
-                 f"make_latent_groups({n}, {kind!r}) in this file")
+    X, y = make_friedman1(n_samples=1000 if quick else 2000, n_features=10, noise=1.0,
+                          random_state=0)   # 10 sin(pi x0 x1) + 20 (x2 - .5)^2 + 10 x3 + 5 x4
+    spec = [("x3 and noise x5", [3, 5], 1.0), ("x4 and noise x6, x7", [4, 6, 7], 2.0),
+            ("x0", [0], 3.0), ("x1 and noise x8", [1, 8], 4.0), ("x2 and noise x9", [2, 9], 6.0)]
+    return _task(X, y, "regression", spec,
+                 f"sklearn make_friedman1({len(y)}, noise=1, random_state=0)")
+
+
+def _generated(make: Callable, n: int, kind: str) -> Task:
+    data = make(n, kind)
+    spec = list(zip(data.names, data.groups, data.costs, strict=True))
+    return _task(data.X, data.y, kind, spec,
+                 f"algorithms.datasets.grouped_synthetic.{make.__name__}({n}, {kind!r})")
+
+
+def _synthetic(make: Callable, kind: str) -> Callable[[bool], Task]:
+    return lambda quick: _generated(make, 1500 if quick else 6000, kind)
 
 
 DATASETS: dict[str, Callable[[bool], Task]] = {
@@ -238,12 +269,12 @@ DATASETS: dict[str, Callable[[bool], Task]] = {
     "digits-parity": load_digits_task,
     "phishing": load_phishing_task,
     "trump-approval": load_trump_task,
-    "synthetic-regression": lambda quick: make_latent_groups(1500 if quick else 4000,
-                                                             "regression"),
-    "synthetic-binary": lambda quick: make_latent_groups(1500 if quick else 4000,
-                                                         "classification"),
+    "friedman1": load_friedman_task,
+    "synthetic-regression": _synthetic(make_latent_groups, "regression"),
+    "synthetic-binary": _synthetic(make_latent_groups, "classification"),
+    "regime-regression": _synthetic(make_regime_groups, "regression"),
+    "regime-binary": _synthetic(make_regime_groups, "classification"),
 }
-
 
 def make_split(task: Task, seed: int) -> Split:
     """Seeded 60/20/20 train/validation/test split (stratified when classifying)."""
@@ -302,8 +333,29 @@ def primary(kind: str) -> tuple[str, float]:
     return ("ev", 1.0) if kind == "regression" else ("error", -1.0)
 
 
+def validation_loss(kind: str, y: np.ndarray, output: Output) -> float:
+    """What the validation split minimizes when choosing: MSE, or the clipped log-loss."""
+    if kind == "regression":
+        return float(np.mean((y - output[0]) ** 2))
+    return figures(kind, y, output)["log_loss"]
+
+
+def request_mix(sets: Sequence[GroupSet], rng: np.random.Generator
+                ) -> tuple[dict[GroupSet, float], list[GroupSet]]:
+    """Request shares over ``sets`` (summing to 1) and the hot sets: ``HOT_SETS`` non-empty
+    sets drawn uniformly share ``HOT_SHARE`` equally, the others share the rest equally."""
+    candidates = [S for S in sets if S]
+    hot = [candidates[int(i)] for i in rng.choice(len(candidates), replace=False,
+                                                  size=min(HOT_SETS, len(candidates)))]
+    cold = [S for S in sets if S not in hot]
+    hot_share = HOT_SHARE if cold else 1.0
+    shares = {S: hot_share / len(hot) for S in hot}
+    shares.update({S: (1.0 - hot_share) / len(cold) for S in cold})
+    return shares, hot
+
+
 # -------------------------------------------------------------------------------- methods
-def fit_anytime(task: Task, split: Split, seed: int) -> tuple[Predictor, float, dict]:
+def fit_anytime(task: Task, split: Split, seed: int) -> Fitted:
     classify = task.kind == "classification"
     sign = (lambda y: 2.0 * y - 1.0) if classify else (lambda y: y)
     start = time.perf_counter()
@@ -321,20 +373,38 @@ def fit_anytime(task: Task, split: Split, seed: int) -> tuple[Predictor, float, 
             platt[S] = LogisticRegression(C=1e4).fit(val, split.yva)
         return (score > 0).astype(float), platt[S].predict_proba(score[:, None])[:, 1]
 
-    return predict, seconds, {}
+    return Fitted(predict, seconds, {})
 
 
 def gbfs_takes(name: str) -> bool:
     return name in inspect.signature(GBFS).parameters
 
 
-def fit_gbfs(task: Task, split: Split, seed: int, **extra: Any) -> tuple[Predictor, float, dict]:
+def gbfs_info(model: Any) -> dict:
+    """Trees kept (and those of an unmasked twin ensemble, if the model has one), the cap,
+    early stopping's patience, and ``splits_on(S)``: whether a tree answering ``S`` splits
+    on a group of ``S`` (``groups_split_on(S)`` where the model has it, else the groups
+    its trees split on)."""
+    info: dict[str, Any] = {"trees_kept": int(model.tree_feature_.shape[0]),
+                            "tree_cap": int(model.n_estimators),
+                            "tree_patience": getattr(model, "early_stopping_rounds", None) or 0}
+    twin = getattr(model, "unmasked_tree_feature_", None)
+    if twin is not None and twin.shape[0] > 0:
+        info["unmasked_trees_kept"] = int(twin.shape[0])
+    if callable(getattr(model, "groups_split_on", None)):
+        info["splits_on"] = lambda S: bool(model.groups_split_on(S))
+    else:
+        used = {int(g) for g in model.selected_groups_}
+        info["splits_on"] = lambda S: bool(set(S) & used)
+    return info
+
+
+def fit_gbfs(task: Task, split: Split, seed: int, **extra: Any) -> Fitted:
     loss = "squared" if task.kind == "regression" else "logistic"
     start = time.perf_counter()
     model = GBFS(loss=loss, feature_groups=[g.tolist() for g in task.groups],
-                 group_costs=task.costs.tolist(), **extra).fit(split.Xtr, split.ytr,
-                                                               X_val=split.Xva,
-                                                               y_val=split.yva)
+                 group_costs=task.costs.tolist(), n_estimators=GBFS_TREES,
+                 **extra).fit(split.Xtr, split.ytr, X_val=split.Xva, y_val=split.yva)
     seconds = time.perf_counter() - start
 
     def predict(X: np.ndarray, S: GroupSet) -> Output:
@@ -343,27 +413,27 @@ def fit_gbfs(task: Task, split: Split, seed: int, **extra: Any) -> tuple[Predict
         proba = model.predict_proba(X, computed_groups=S)[:, 1]
         return model.predict(X, computed_groups=S).astype(float), proba
 
-    return predict, seconds, {"model": model}
+    info = gbfs_info(model)
+    if "unmasked_trees_kept" in info and callable(getattr(model, "answers_unmasked", None)):
+        info["answered_by"] = lambda S: ("unmasked" if model.answers_unmasked(S)
+                                         else "masked")
+    return Fitted(predict, seconds, info)
 
 
-def trees_used(model: Any, S: GroupSet) -> int | None:
-    """Trees the GBFS model answers ``S`` with, when it says (else None): ``trees_used(S)``
-    where the model has it (answers from every tree), else the anytime prefix
-    ``n_trees_for_groups(S)``."""
-    count = getattr(model, "trees_used", None) or getattr(model, "n_trees_for_groups", None)
-    return None if count is None else int(count(S))
-
-
-# -- auto (PerSetChoice): every call of its API is in these three adapters
+# -- auto (PerSetChoice): every call of its API is in these adapters
 def _auto_class():
     from algorithms.per_set import PerSetChoice
 
     return PerSetChoice
 
 
-def _auto_fit(task: Task, split: Split) -> Any:
-    model = _auto_class()(groups=[g.tolist() for g in task.groups], costs=task.costs.tolist(),
-                          task=task.kind)
+def _auto_fit(task: Task, split: Split, hot: Sequence[GroupSet]) -> Any:
+    cls = _auto_class()
+    extra: dict[str, Any] = {}
+    if "specialist_sets" in inspect.signature(cls).parameters:   # the traffic's hot sets
+        extra["specialist_sets"] = [list(S) for S in hot]
+    model = cls(groups=[g.tolist() for g in task.groups], costs=task.costs.tolist(),
+                task=task.kind, **extra)
     return model.fit(split.Xtr, split.ytr, X_val=split.Xva, y_val=split.yva)
 
 
@@ -374,11 +444,25 @@ def _auto_output(model: Any, X: np.ndarray, S: GroupSet, kind: str) -> Output:
     return np.asarray(model.predict(X, computed_groups=S), dtype=float), proba
 
 
-def fit_auto(task: Task, split: Split, seed: int) -> tuple[Predictor, float, dict]:
+def _auto_answered_by(model: Any, S: GroupSet) -> str | None:
+    """The model answering ``S`` (``answered_by(S)``, else ``choice(S)``), if it says."""
+    for name in ("answered_by", "choice"):
+        method = getattr(model, name, None)
+        if callable(method):
+            return str(method(S))
+    return None
+
+
+def fit_auto(task: Task, split: Split, seed: int, hot: Sequence[GroupSet]) -> Fitted:
     start = time.perf_counter()
-    model = _auto_fit(task, split)
+    model = _auto_fit(task, split, hot)
     seconds = time.perf_counter() - start
-    return (lambda X, S: _auto_output(model, X, S, task.kind)), seconds, {}
+    info: dict[str, Any] = {}
+    half = getattr(model, "gbfs_", None)
+    if half is not None and hasattr(half, "selected_groups_"):
+        info.update(gbfs_info(half))
+    info["answered_by"] = lambda S: _auto_answered_by(model, S)
+    return Fitted(lambda X, S: _auto_output(model, X, S, task.kind), seconds, info)
 
 
 def auto_unavailable() -> str | None:
@@ -393,6 +477,7 @@ def auto_unavailable() -> str | None:
 # -- LightGBM peers
 def train_lgbm(kind: str, Xtr: np.ndarray, ytr: np.ndarray, Xva: np.ndarray, yva: np.ndarray,
                seed: int) -> lgb.Booster:
+    """Up to ``LGB_ROUNDS`` rounds, early-stopped on ``(Xva, yva)``; best iteration kept."""
     params = {**LGB_PARAMS, "seed": seed,
               "objective": "regression" if kind == "regression" else "binary"}
     return lgb.train(params, lgb.Dataset(Xtr, ytr), num_boost_round=LGB_ROUNDS,
@@ -400,13 +485,18 @@ def train_lgbm(kind: str, Xtr: np.ndarray, ytr: np.ndarray, Xva: np.ndarray, yva
                      callbacks=[lgb.early_stopping(LGB_PATIENCE, verbose=False)])
 
 
+def best_iteration(booster: lgb.Booster) -> int:
+    return int(booster.best_iteration or booster.current_iteration())
+
+
 def lgbm_output(kind: str, booster: lgb.Booster, X: np.ndarray) -> Output:
-    out = booster.predict(X, num_iteration=booster.best_iteration or None)
+    out = booster.predict(X, num_iteration=best_iteration(booster))
     return (out, None) if kind == "regression" else ((out > 0.5).astype(float), out)
 
 
-def fit_lgbm_full(task: Task, split: Split, seed: int) -> tuple[Predictor, Predictor, float]:
-    """One booster on full rows; predictors (mean-impute, lgbm-plain) and fit seconds."""
+def fit_lgbm_full(task: Task, split: Split, seed: int) -> tuple[Predictor, Predictor, float,
+                                                                 dict]:
+    """One booster on full rows; predictors (mean-impute, lgbm-plain), seconds, info."""
     start = time.perf_counter()
     booster = train_lgbm(task.kind, split.Xtr, split.ytr, split.Xva, split.yva, seed)
     seconds = time.perf_counter() - start
@@ -418,7 +508,8 @@ def fit_lgbm_full(task: Task, split: Split, seed: int) -> tuple[Predictor, Predi
         X[:, cols] = value if np.isscalar(value) else value[cols]
         return lgbm_output(task.kind, booster, X)
 
-    return (lambda X, S: fill(X, S, means)), (lambda X, S: fill(X, S, np.nan)), seconds
+    info = {"best_iterations": [best_iteration(booster)], "shared": True}
+    return (lambda X, S: fill(X, S, means)), (lambda X, S: fill(X, S, np.nan)), seconds, info
 
 
 def mask_groups(task: Task, X: np.ndarray, copies: int, rng: np.random.Generator) -> np.ndarray:
@@ -433,7 +524,7 @@ def mask_groups(task: Task, X: np.ndarray, copies: int, rng: np.random.Generator
     return np.vstack(out)
 
 
-def fit_lgbm_masked(task: Task, split: Split, seed: int) -> tuple[Predictor, float, dict]:
+def fit_lgbm_masked(task: Task, split: Split, seed: int) -> Fitted:
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
     Xtr = mask_groups(task, split.Xtr, MASKED_COPIES, rng)
@@ -447,27 +538,117 @@ def fit_lgbm_masked(task: Task, split: Split, seed: int) -> tuple[Predictor, flo
         X[:, uncomputed(task, S)] = np.nan
         return lgbm_output(task.kind, booster, X)
 
-    return predict, seconds, {}
+    return Fitted(predict, seconds, {"best_iterations": [best_iteration(booster)]})
 
 
-def fit_oracle(task: Task, split: Split, S: GroupSet, seed: int) -> tuple[Output, float]:
-    """Test output of a LightGBM retrained on the features of ``S`` and its fit seconds."""
-    cols = features_of(task, S)
+# -- per-set refits: each returns (test output, validation loss, seconds, info)
+Refit = tuple[Output, float, float, dict]
+
+
+def _standardize(Xtr: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
+    mean, scale = Xtr.mean(axis=0), Xtr.std(axis=0)
+    scale[scale == 0] = 1.0
+    return [(X - mean) / scale for X in (Xtr, *others)]
+
+
+def refit_linear(kind: str, split: Split, cols: np.ndarray) -> Refit:
+    """Ridge (regression; alpha in ``RIDGE_ALPHAS`` x n, all from one SVD) or logistic
+    regression (C in ``LOGISTIC_CS``, rising, each Newton solve warm-started from the last)
+    on standardized ``cols``, the value with the best validation loss. O(n d^2)."""
     start = time.perf_counter()
-    if cols.size == 0:   # nothing computed: the training mean (class frequency)
-        mean = float(split.ytr.mean())
+    Z, Zv, Zt = _standardize(split.Xtr[:, cols], split.Xva[:, cols], split.Xte[:, cols])
+    best: tuple[float, float, Any] | None = None
+    if kind == "regression":
+        offset = split.ytr.mean()
+        U, s, Vt = np.linalg.svd(Z, full_matrices=False)
+        Uy = U.T @ (split.ytr - offset)
+        for alpha in RIDGE_ALPHAS * len(split.ytr):
+            w = Vt.T @ (s / (s ** 2 + alpha) * Uy)
+            loss = validation_loss(kind, split.yva, (offset + Zv @ w, None))
+            if best is None or loss < best[0]:
+                best = (loss, float(alpha / len(split.ytr)), w)
+        loss, value, w = best
         seconds = time.perf_counter() - start
-        constant = np.full(len(split.yte), mean)
-        if task.kind == "regression":
-            return (constant, None), seconds
-        return ((constant > 0.5).astype(float), constant), seconds
-    booster = train_lgbm(task.kind, split.Xtr[:, cols], split.ytr, split.Xva[:, cols],
-                         split.yva, seed)
+        return (offset + Zt @ w, None), loss, seconds, {"alpha_per_row": value}
+    model = LogisticRegression(solver="newton-cholesky", max_iter=200, warm_start=True)
+    for C in LOGISTIC_CS:
+        model.set_params(C=float(C)).fit(Z, split.ytr)
+        p = model.predict_proba(Zv)[:, 1]
+        loss = validation_loss(kind, split.yva, ((p > 0.5).astype(float), p))
+        if best is None or loss < best[0]:
+            best = (loss, float(C), model.predict_proba(Zt)[:, 1])
+    loss, value, p = best
     seconds = time.perf_counter() - start
-    return lgbm_output(task.kind, booster, split.Xte[:, cols]), seconds
+    return ((p > 0.5).astype(float), p), loss, seconds, {"C": value}
+
+
+def refit_lgbm(kind: str, split: Split, cols: np.ndarray, seed: int) -> Refit:
+    start = time.perf_counter()
+    booster = train_lgbm(kind, split.Xtr[:, cols], split.ytr, split.Xva[:, cols], split.yva,
+                         seed)
+    seconds = time.perf_counter() - start
+    loss = validation_loss(kind, split.yva, lgbm_output(kind, booster, split.Xva[:, cols]))
+    return (lgbm_output(kind, booster, split.Xte[:, cols]), loss, seconds,
+            {"best_iteration": best_iteration(booster)})
+
+
+def refit_constant(kind: str, split: Split) -> Refit:
+    """S = {}: the training mean (class frequency) for every row."""
+    mean = float(split.ytr.mean())
+    constant = np.full(len(split.yte), mean)
+    if kind == "regression":
+        return (constant, None), 0.0, 0.0, {}
+    return ((constant > 0.5).astype(float), constant), 0.0, 0.0, {}
+
+
+def fit_refits(task: Task, split: Split, S: GroupSet, seed: int,
+               wanted: Sequence[str]) -> dict[str, Refit]:
+    """The refit methods of ``wanted`` for ``S``; ``refit`` is the validation-chosen one of
+    ``refit-linear`` and ``refit-lgbm`` (ties: linear), its seconds both fits'."""
+    cols = features_of(task, S)
+    if cols.size == 0:
+        return dict.fromkeys(wanted, refit_constant(task.kind, split))
+    out: dict[str, Refit] = {}
+    if {"refit-linear", "refit"} & set(wanted):
+        out["refit-linear"] = refit_linear(task.kind, split, cols)
+    if {"refit-lgbm", "refit"} & set(wanted):
+        out["refit-lgbm"] = refit_lgbm(task.kind, split, cols, seed)
+    if "refit" in wanted:
+        linear, trees = out["refit-linear"], out["refit-lgbm"]
+        chosen = "refit-linear" if linear[1] <= trees[1] else "refit-lgbm"
+        output, loss, _, info = out[chosen]
+        out["refit"] = (output, loss, linear[2] + trees[2], {**info, "chosen": chosen})
+    return {m: out[m] for m in wanted}
 
 
 # ------------------------------------------------------------------------------- running
+def fit_methods(task: Task, split: Split, seed: int, methods: Sequence[str],
+                skipped: dict[str, str], hot: Sequence[GroupSet]) -> dict[str, Fitted]:
+    """Every method fitted once per split (the refits are fitted per set, elsewhere)."""
+    fitted: dict[str, Fitted] = {}
+    for method in methods:
+        if method in skipped:
+            continue
+        if method == "anytime":
+            fitted[method] = fit_anytime(task, split, seed)
+        elif method == "gbfs":
+            fitted[method] = fit_gbfs(task, split, seed)
+        elif method == "gbfs-nomask":
+            fitted[method] = fit_gbfs(task, split, seed, masked_copies=0)
+        elif method == "auto":
+            try:
+                fitted[method] = fit_auto(task, split, seed, hot)
+            except Exception as exc:  # noqa: BLE001 - a module being written: note, go on
+                skipped[method] = f"PerSetChoice failed: {type(exc).__name__}: {exc}"
+        elif method == "lgbm-masked":
+            fitted[method] = fit_lgbm_masked(task, split, seed)
+    if {"mean-impute", "lgbm-plain"} & set(methods):
+        impute, plain, seconds, info = fit_lgbm_full(task, split, seed)
+        fitted["mean-impute"] = Fitted(impute, seconds, info)
+        fitted["lgbm-plain"] = Fitted(plain, seconds, info)
+    return fitted
+
+
 def run_seed(name: str, task: Task, seed: int, methods: Sequence[str], cfg: dict,
              skipped: dict[str, str]) -> tuple[list[dict], list[dict]]:
     """Every method on one split: (rows per method and set, fit rows per method)."""
@@ -475,62 +656,46 @@ def run_seed(name: str, task: Task, seed: int, methods: Sequence[str], cfg: dict
     salt = sum(map(ord, name))   # per-data-set stream of random sets
     sets = [("prefix", S) for S in prefix_sets(task.costs)]
     rng = np.random.default_rng([seed, salt])
-    nonprefix = nonprefix_sets(task.costs, cfg["nonprefix"], rng)
-    sets += [("non-prefix", S) for S in nonprefix]
-    oracle_sets = set(prefix_sets(task.costs)) | set(nonprefix[:cfg["oracle_nonprefix"]])
-    predictors: dict[str, tuple[Predictor, float, dict]] = {}
-    for method in methods:
-        if method in skipped:
-            continue
-        if method == "anytime":
-            predictors[method] = fit_anytime(task, split, seed)
-        elif method == "gbfs":
-            predictors[method] = fit_gbfs(task, split, seed)
-        elif method == "gbfs-nomask":
-            predictors[method] = fit_gbfs(task, split, seed, masked_copies=0)
-        elif method == "auto":
-            try:
-                predictors[method] = fit_auto(task, split, seed)
-            except Exception as exc:  # noqa: BLE001 - a module being written: note, go on
-                skipped[method] = f"PerSetChoice failed: {type(exc).__name__}: {exc}"
-        elif method == "lgbm-masked":
-            predictors[method] = fit_lgbm_masked(task, split, seed)
-    if {"mean-impute", "lgbm-plain"} & set(methods):
-        impute, plain, seconds = fit_lgbm_full(task, split, seed)
-        predictors["mean-impute"] = (impute, seconds, {"shared": True})
-        predictors["lgbm-plain"] = (plain, seconds, {"shared": True})
+    sets += [("non-prefix", S) for S in nonprefix_sets(task.costs, cfg["nonprefix"], rng)]
+    shares, hot = request_mix([S for _, S in sets], rng)
+
+    def row(method: str, kind: str, S: GroupSet, output: Output) -> dict:
+        return {"dataset": name, "seed": seed, "method": method, "kind": kind,
+                "set": list(S), "cost": float(task.costs[list(S)].sum()),
+                "share": shares[S], "hot": S in hot,
+                **figures(task.kind, split.yte, output)}
+
     rows, fits = [], []
-    for method in methods:
-        if method in predictors:
-            predict, seconds, info = predictors[method]
-            fits.append({"dataset": name, "seed": seed, "method": method,
-                         "fit_seconds": seconds})
-            for kind, S in sets:
-                row = _row(name, seed, method, kind, S, task)
-                row.update(figures(task.kind, split.yte, predict(split.Xte, S)))
-                if "model" in info:
-                    used = trees_used(info["model"], S)
-                    if used is not None:
-                        row["trees_used"] = used
-                rows.append(row)
-        elif method == "oracle":
-            total = 0.0
-            for kind, S in sets:
-                if S not in oracle_sets:
-                    continue
-                output, seconds = fit_oracle(task, split, S, seed)
-                total += seconds
-                row = _row(name, seed, method, kind, S, task)
-                row.update(figures(task.kind, split.yte, output))
-                rows.append(row)
-            fits.append({"dataset": name, "seed": seed, "method": method,
-                         "fit_seconds": total})
+    for method, fit in fit_methods(task, split, seed, methods, skipped, hot).items():
+        fits.append(_fit_row(name, seed, method, fit.seconds, fit.info))
+        for kind, S in sets:
+            rows.append(row(method, kind, S, fit.predict(split.Xte, S)))
+            if "splits_on" in fit.info:
+                rows[-1]["splits_on_computed"] = fit.info["splits_on"](S)
+            if "answered_by" in fit.info and (who := fit.info["answered_by"](S)) is not None:
+                rows[-1]["answered_by"] = who
+    refits = [m for m in methods if m in REFITS]
+    if refits:
+        seconds = dict.fromkeys(refits, 0.0)
+        iterations: list[int] = []
+        for kind, S in sets:
+            for method, (output, _, secs, info) in fit_refits(task, split, S, seed,
+                                                               refits).items():
+                seconds[method] += secs
+                rows.append({**row(method, kind, S, output), **info})
+                if method == "refit-lgbm" and "best_iteration" in info:
+                    iterations.append(info["best_iteration"])
+        for method in refits:
+            info = {"best_iterations": iterations} if method == "refit-lgbm" else {}
+            fits.append(_fit_row(name, seed, method, seconds[method], info))
     return rows, fits
 
 
-def _row(name: str, seed: int, method: str, kind: str, S: GroupSet, task: Task) -> dict:
-    return {"dataset": name, "seed": seed, "method": method, "kind": kind, "set": list(S),
-            "cost": float(task.costs[list(S)].sum())}
+def _fit_row(name: str, seed: int, method: str, seconds: float, info: dict) -> dict:
+    keep = ("best_iterations", "trees_kept", "unmasked_trees_kept", "tree_cap",
+            "tree_patience")
+    return {"dataset": name, "seed": seed, "method": method, "fit_seconds": seconds,
+            **{k: info[k] for k in keep if k in info}}
 
 
 # ---------------------------------------------------------------------------- aggregates
@@ -541,20 +706,26 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
 
 
 def per_seed(rows: list[dict], method: str, kind: str, figure: str) -> dict[int, float]:
-    """Each seed's mean of ``figure`` over its sets of ``kind`` ("all": S = every group)."""
+    """Each seed's figure over its sets of ``kind``: the mean over the prefix, non-prefix
+    or hot sets, S = every group ("all"), or the request-weighted sum ("mix")."""
     out: dict[int, list[float]] = {}
     for row in rows:
         if row["method"] != method or figure not in row:
             continue
         everything = row["kind"] == "prefix" and len(row["set"]) == row["n_groups"]
-        if (kind == "all" and everything) or row["kind"] == kind:
+        if kind == "mix":
+            out.setdefault(row["seed"], []).append(row["share"] * row[figure])
+        elif ((kind == "all" and everything) or (kind == "hot" and row["hot"])
+              or row["kind"] == kind):
             out.setdefault(row["seed"], []).append(row[figure])
-    return {seed: float(np.mean(v)) for seed, v in sorted(out.items())}
+    reduce = np.sum if kind == "mix" else np.mean
+    return {seed: float(reduce(v)) for seed, v in sorted(out.items())}
 
 
 def aggregate(rows: list[dict], fits: list[dict], task: Task, methods: Sequence[str],
               skipped: dict[str, str]) -> dict[str, dict]:
-    """Per method: mean and SE over seeds of each figure on prefix / non-prefix / all."""
+    """Per method: mean and SE over seeds of each figure per kind of set; LightGBM's best
+    iterations, GBFS's trees kept and split share; fit seconds."""
     names = ["ev"] if task.kind == "regression" else ["error", "log_loss"]
     out: dict[str, dict] = {}
     for method in methods:
@@ -562,49 +733,75 @@ def aggregate(rows: list[dict], fits: list[dict], task: Task, methods: Sequence[
             out[method] = {"skipped": skipped[method]}
             continue
         entry: dict[str, Any] = {}
-        for kind in ("prefix", "non-prefix", "all"):
+        for kind in KINDS:
             for figure in names:
                 seeds = per_seed(rows, method, kind, figure)
                 if seeds:
                     mean, se = _mean_se(list(seeds.values()))
                     entry[f"{kind}_{figure}"], entry[f"{kind}_{figure}_se"] = mean, se
-        secs = [f["fit_seconds"] for f in fits if f["method"] == method]
-        entry["fit_seconds"] = float(np.mean(secs)) if secs else None
+        mine = [f for f in fits if f["method"] == method]
+        entry["fit_seconds"] = float(np.mean([f["fit_seconds"] for f in mine])) if mine else None
         own = [r for r in rows if r["method"] == method]
         entry["sets_per_seed"] = {kind: len([r for r in own if r["kind"] == kind])
                                   // max(1, len({r["seed"] for r in own}))
                                   for kind in ("prefix", "non-prefix")}
-        if own and all("trees_used" in r for r in own):
+        entry.update(_fit_summary(mine))
+        if own and all("splits_on_computed" in r for r in own):
             for kind in ("prefix", "non-prefix"):
-                used = [r["trees_used"] > 0 for r in own if r["kind"] == kind]
-                entry[f"{kind}_fraction_with_trees"] = float(np.mean(used)) if used else None
+                split = [r["splits_on_computed"] for r in own if r["kind"] == kind and r["set"]]
+                entry[f"{kind}_share_split_on_computed"] = (float(np.mean(split)) if split
+                                                            else None)
+        answered = [r["answered_by"] for r in own if "answered_by" in r]
+        if answered:
+            entry["answered_by"] = {who: answered.count(who) / len(answered)
+                                    for who in sorted(set(answered))}
         out[method] = entry
+    return out
+
+
+def _fit_summary(fits: list[dict]) -> dict[str, dict]:
+    """LightGBM best iterations and GBFS trees kept over ``fits``; ``binds``: some fit
+    stopped within its patience of the cap (early stopping may not have triggered)."""
+    out: dict[str, dict] = {}
+    its = [i for f in fits for i in f.get("best_iterations", [])]
+    if its:
+        out["best_iteration"] = {"median": float(np.median(its)), "max": int(max(its)),
+                                 "cap": LGB_ROUNDS,
+                                 "binds": max(its) > LGB_ROUNDS - LGB_PATIENCE}
+    for key in ("trees_kept", "unmasked_trees_kept"):
+        kept = [f for f in fits if key in f]
+        if kept:
+            out[key] = {"mean": float(np.mean([f[key] for f in kept])),
+                        "max": int(max(f[key] for f in kept)),
+                        "cap": int(max(f["tree_cap"] for f in kept)),
+                        "binds": any(f[key] > f["tree_cap"] - (f.get("tree_patience") or 0)
+                                     for f in kept)}
     return out
 
 
 def verdicts(rows: list[dict], task: Task, methods: Sequence[str],
              skipped: dict[str, str]) -> dict[str, dict]:
-    """Per challenger and kind of set: paired difference to lgbm-masked and the verdict."""
+    """Per comparison ("challenger vs baseline") and kind of set: the paired per-seed
+    difference of the primary figure and the verdict."""
     figure, sign = primary(task.kind)
     out: dict[str, dict] = {}
-    if BASELINE not in methods or BASELINE in skipped:
-        return out
-    for challenger in CHALLENGERS:
-        if challenger not in methods or challenger in skipped:
+    usable = [m for m in methods if m not in skipped]
+    for challenger, baseline, kinds in COMPARISONS:
+        if challenger not in usable or baseline not in usable:
             continue
-        out[challenger] = {}
-        for kind in ("prefix", "non-prefix"):
+        pair = out.setdefault(f"{challenger} vs {baseline}", {})
+        for kind in kinds:
             ours = per_seed(rows, challenger, kind, figure)
-            base = per_seed(rows, BASELINE, kind, figure)
+            base = per_seed(rows, baseline, kind, figure)
             diffs = [sign * (ours[s] - base[s]) for s in ours if s in base]
             if not diffs:
                 continue
             diff, se = _mean_se(diffs)
             tol = max(TIE_ABS, se)
             verdict = "beats" if diff > tol else "ties" if diff >= -tol else "loses"
-            out[challenger][kind] = {"figure": figure, "better_by": diff, "se": se,
-                                     "tolerance": tol, "verdict": verdict,
-                                     "tie_or_beat": verdict != "loses"}
+            pair[kind] = {"figure": figure, "better_by": diff, "se": se,
+                          "tolerance": tol, "verdict": verdict,
+                          "tie_or_beat": verdict != "loses"}
     return out
 
 
@@ -617,13 +814,15 @@ def _cell(entry: dict, key: str) -> str:
 
 def print_tables(results: dict) -> None:
     cfg = results["config"]
-    for kind, figs in (("regression", ["ev"]), ("classification", ["error", "log_loss"])):
+    for kind, figs in (("regression", [("ev", KINDS)]),
+                       ("classification", [("error", KINDS),
+                                           ("log_loss", ("prefix", "non-prefix"))])):
         names = [n for n, d in results["datasets"].items() if d["kind"] == kind]
         if not names:
             continue
         columns = ["data set", "method"]
-        for fig in figs:
-            columns += [f"prefix {fig}", f"non-prefix {fig}", f"all-groups {fig}"]
+        columns += [f"{'all-groups' if part == 'all' else part} {fig}"
+                    for fig, parts in figs for part in parts]
         columns += ["fit s", "note"]
         rows = []
         for name in names:
@@ -632,38 +831,80 @@ def print_tables(results: dict) -> None:
                 if "skipped" in entry:
                     rows.append({**row, "note": "skipped: " + entry["skipped"][:80]})
                     continue
-                for fig in figs:
-                    for part in ("prefix", "non-prefix", "all"):
+                for fig, parts in figs:
+                    for part in parts:
                         label = "all-groups" if part == "all" else part
                         row[f"{label} {fig}"] = _cell(entry, f"{part}_{fig}")
                 row["fit s"] = f"{entry['fit_seconds']:.2f}"
-                row["note"] = _note(method, entry, cfg)
+                row["note"] = _note(entry)
                 rows.append(row)
         what = ("explained variance (higher is better)" if kind == "regression" else
                 "test error rate and log-loss (lower is better)")
         print(table(rows, columns, f"{kind}: {what}, mean ± SE over {cfg['seeds']} seeds"))
-    print(f"\ntie: within max({TIE_ABS}, one SE of the paired per-seed difference) of "
-          f"{BASELINE} on EV (regression) or error rate (classification)")
-    for name, per in results["verdicts"].items():
-        parts = []
-        for challenger, kinds in per.items():
-            for kind, v in kinds.items():
-                parts.append(f"{challenger} {v['verdict']} {BASELINE} on {kind} "
-                             f"({v['figure']} better by {v['better_by']:+.4f}, "
-                             f"tol {v['tolerance']:.4f})")
-        print(f"verdict {name}: " + ("; ".join(parts) if parts else "n/a"))
+    print(table(summary_rows(results), SUMMARY_COLUMNS,
+                "verdicts (primary figure's paired difference), LightGBM best iterations "
+                "(max), GBFS trees kept (max of the cap), fit seconds"))
+    print(f"\ntie: within max({TIE_ABS}, one SE of the paired per-seed difference) on EV "
+          f"(regression) or error rate (classification); mix: {HOT_SHARE:.0%} of the "
+          f"requests on {HOT_SETS} sets")
 
 
-def _note(method: str, entry: dict, cfg: dict) -> str:
+SUMMARY_COLUMNS = ["data set", "n", "groups", "auto vs lgbm-masked (prefix / non-prefix)",
+                   "auto vs refit (prefix / non-prefix / hot / mix)",
+                   "gbfs vs gbfs-nomask (all groups)", "best iteration (masked / refit)",
+                   "gbfs trees kept (masked / unmasked)", "gbfs splits on S (non-prefix)",
+                   "fit s (auto / gbfs / lgbm-masked / refit)"]
+
+
+def summary_rows(results: dict) -> list[dict]:
+    rows = []
+    for name, info in results["datasets"].items():
+        agg, per = results["aggregates"][name], results["verdicts"][name]
+
+        def verdict(pair: str, kinds: Sequence[str]) -> str:
+            parts = [per.get(pair, {}).get(kind) for kind in kinds]
+            return " / ".join(f"{v['verdict']} ({v['better_by']:+.3f})" if v else "-"
+                              for v in parts)
+
+        def number(method: str, *keys: str, fmt: str = "{}") -> str:
+            value: Any = agg.get(method, {})
+            for key in keys:
+                value = value.get(key) if isinstance(value, dict) else None
+            return "-" if value is None else fmt.format(value)
+
+        trees = " / ".join(f"{t['max']} of {t['cap']}" if t else "-" for t in (
+            agg.get("gbfs", {}).get(key) for key in ("trees_kept", "unmasked_trees_kept")))
+        rows.append({
+            "data set": name, "n": info["n"], "groups": len(info["groups"]),
+            SUMMARY_COLUMNS[3]: verdict("auto vs lgbm-masked", ("prefix", "non-prefix")),
+            SUMMARY_COLUMNS[4]: verdict("auto vs refit", ("prefix", "non-prefix", "hot", "mix")),
+            SUMMARY_COLUMNS[5]: verdict("gbfs vs gbfs-nomask", ("all",)),
+            SUMMARY_COLUMNS[6]: (number("lgbm-masked", "best_iteration", "max") + " / "
+                                 + number("refit-lgbm", "best_iteration", "max")),
+            SUMMARY_COLUMNS[7]: trees,
+            SUMMARY_COLUMNS[8]: number("gbfs", "non-prefix_share_split_on_computed",
+                                       fmt="{:.0%}"),
+            SUMMARY_COLUMNS[9]: " / ".join(number(m, "fit_seconds", fmt="{:.2f}") for m in
+                                           ("auto", "gbfs", "lgbm-masked", "refit"))})
+    return rows
+
+
+def _note(entry: dict) -> str:
     notes = []
-    if "prefix_fraction_with_trees" in entry:
-        notes.append(f"sets with >=1 tree: prefix {entry['prefix_fraction_with_trees']:.2f}, "
-                     f"non-prefix {entry.get('non-prefix_fraction_with_trees') or 0:.2f}")
-    if method in ("mean-impute", "lgbm-plain"):
-        notes.append("one shared fit")
-    if method == "oracle":
-        notes.append(f"non-prefix: {entry['sets_per_seed']['non-prefix']} of "
-                     f"{cfg['nonprefix']} sets/seed; fit s = all its fits")
+    if "best_iteration" in entry:
+        b = entry["best_iteration"]
+        notes.append(f"best iteration median {b['median']:.0f}, max {b['max']} of {b['cap']}")
+    for key, what in (("trees_kept", "trees kept"), ("unmasked_trees_kept", "unmasked")):
+        if key in entry:
+            t = entry[key]
+            notes.append(f"{what} mean {t['mean']:.0f}, max {t['max']} of {t['cap']}")
+    if "non-prefix_share_split_on_computed" in entry:
+        notes.append("a tree splits on S: prefix "
+                     f"{entry['prefix_share_split_on_computed'] or 0:.0%}, non-prefix "
+                     f"{entry['non-prefix_share_split_on_computed'] or 0:.0%}")
+    if "answered_by" in entry:
+        notes.append("answered by " + ", ".join(f"{who} {share:.0%}" for who, share
+                                                 in entry["answered_by"].items()))
     return "; ".join(notes)
 
 
@@ -679,14 +920,19 @@ def write_results(path: Path, payload: dict) -> None:
 
 # ---------------------------------------------------------------------------------- main
 def warm_up() -> None:
-    """Compile the numba kernels of GBFS and of the anytime model outside the timings."""
+    """Compile the numba kernels of GBFS, the anytime model and ``auto`` outside the timings."""
     X = np.random.default_rng(0).normal(size=(40, 3))
     y = (np.arange(40) % 2).astype(float)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         GBFS(n_estimators=2).fit(X, y)
+        GBFS(n_estimators=2, loss="squared").fit(X, y)
         model = AnytimeLinearModel(groups=[[0], [1, 2]], costs=[1.0, 2.0]).fit(X, y)
         model.predict(X, computed_groups=(0, 1))
+        if auto_unavailable() is None:
+            for task in ("regression", "classification"):
+                auto = _auto_class()(groups=[[0], [1, 2]], task=task).fit(X, y)
+                auto.predict(X, computed_groups=(0,))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -700,9 +946,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="splits (default 5; quick 2)")
     parser.add_argument("--nonprefix", type=int, default=None,
                         help="random non-prefix sets per seed (default 10; quick 3)")
-    parser.add_argument("--oracle-nonprefix", type=int, default=None,
-                        help="non-prefix sets per seed the oracle is retrained for "
-                             "(default 4; quick 1)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/budget_quality.json")
     parser.add_argument("--rows", action="store_true",
                         help="also write every (seed, method, set) row to the JSON")
@@ -717,11 +960,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = {"quick": quick, "datasets": names, "methods": methods,
            "seeds": args.seeds or (2 if quick else 5),
            "nonprefix": args.nonprefix if args.nonprefix is not None else (3 if quick else 10),
-           "oracle_nonprefix": (args.oracle_nonprefix if args.oracle_nonprefix is not None
-                                else (1 if quick else 4)),
            "lgb_params": LGB_PARAMS, "lgb_rounds": LGB_ROUNDS, "lgb_patience": LGB_PATIENCE,
-           "masked_copies": MASKED_COPIES, "proba_clip": PROBA_CLIP, "tie_abs": TIE_ABS,
-           "lightgbm": lgb.__version__}
+           "gbfs_trees": GBFS_TREES, "masked_copies": MASKED_COPIES,
+           "ridge_alphas_per_row": RIDGE_ALPHAS.tolist(), "logistic_cs": LOGISTIC_CS.tolist(),
+           "hot_sets": HOT_SETS, "hot_share": HOT_SHARE, "proba_clip": PROBA_CLIP,
+           "tie_abs": TIE_ABS, "lightgbm": lgb.__version__}
     skipped: dict[str, str] = {}
     if "gbfs-nomask" in methods and not gbfs_takes("masked_copies"):
         skipped["gbfs-nomask"] = "GBFS takes no masked_copies (no masking to measure)"
