@@ -66,11 +66,23 @@ in, and the masks come from ``random_state`` (0 when None), so a fit is reproduc
 training cost grows by ``1 + masked_copies``. ``uncomputed="prefix"`` is the paper's own
 anytime rule: the trees before the first one that splits on an uncomputed group
 (``masked_copies=0`` with it gives the paper's model).
-Early stopping (``early_stopping_rounds=20``): up to ``n_estimators`` trees, kept up to the
-lowest loss on held-out rows (``fit``'s ``X_val, y_val``, else a seeded
-``validation_fraction`` of the rows) and their masked copies; None boosts every tree.
+Early stopping (``early_stopping_rounds=20``): up to ``n_estimators`` (2000, a cap that
+does not bind: 70-550 trees kept on the measured sets) trees, kept up to the lowest loss on
+held-out rows (``fit``'s ``X_val, y_val``, else a seeded ``validation_fraction`` of the
+rows) and their masked copies; None boosts every tree.
+The unmasked ensemble (``unmasked_trees=True``, with masked copies and ``"missing"``): the
+masking that teaches the trees where missing groups go costs the full-information answer
+(on a regime-switch regression, ``algorithms.datasets.regime_synthetic``, held-out EV 0.25
+with every group computed against 0.42 for the same trees without masking), so a fit also
+boosts the trees ``masked_copies=0`` would (bit for bit: the unmasked rows, their own mu and
+early stopping on the unmasked held-out rows; the fit costs about ``(2 + c) / (1 + c)``
+times as much). It answers the prefix ``P_k`` of the cost order (cheapest first, ties by
+id) when its loss on the held-out rows, groups outside ``P_k`` missing, is below the masked
+trees' (``unmasked_sets_[k]``; without held-out rows: when ``P_k`` holds every group it
+splits on), and any other set ``S`` that holds every group it splits on (its answer is then
+exact) when it answers all groups; every other set gets the masked trees.
 ``feature_penalty="auto"`` (the default) sets ``mu = 0.0005 sum_i g_i^2 / mean_g c_g`` over
-the (masked) training rows' initial gradients: a group of average cost must remove 0.1 %
+each ensemble's (masked, or unmasked) training rows' initial gradients: a group of average cost must remove 0.1 %
 of the initial squared gradient at its first split, whatever n, the target's scale or the
 cost unit (all costs zero: mu = 0). The defaults (also ``reg_lambda=1``,
 ``min_samples_leaf=5``) were chosen on ``benchmarks/budget_quality.py``.
@@ -114,6 +126,8 @@ _ARRAYS = ("bin_edges_", "bin_offsets_", "tree_feature_", "tree_threshold_",
            "tree_split_value_", "tree_value_", "selected_features_",
            "feature_entry_iteration_", "train_loss_")
 _ARRAYS_V2 = ("tree_default_left_", "group_gain_", "validation_loss_")
+_ARRAYS_V3 = ("unmasked_tree_feature_", "unmasked_tree_threshold_", "unmasked_tree_value_",
+              "unmasked_tree_default_left_", "unmasked_sets_")
 
 
 def _first_uses(tree_feature: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -148,14 +162,23 @@ def _group_of(indptr: np.ndarray, members: np.ndarray) -> np.ndarray:
     return group_of
 
 
+def _scaled(progress: Callable[[float], None] | None, low: float, high: float
+            ) -> Callable[[float], None] | None:
+    """``progress`` with its fractions mapped from [0, 1] onto [low, high]."""
+    if progress is None:
+        return None
+    return lambda fraction: progress(low + (high - low) * fraction)
+
+
 class _EarlyStop:
     """The loss of the fit's trees on held-out (masked) rows, tree by tree: stops when
     ``early_stopping_rounds`` trees in a row did not lower it by a relative 1e-9, and
     keeps the trees up to the lowest (none if no tree helped). O(n_val D) per tree."""
 
-    def __init__(self, model: GBFS, codes: np.ndarray, target: np.ndarray) -> None:
+    def __init__(self, model: GBFS, base_score: float, codes: np.ndarray,
+                 target: np.ndarray) -> None:
         self.model, self.codes, self.target = model, codes, target
-        self.scores = np.full(len(target), model.base_score_, dtype=np.float64)
+        self.scores = np.full(len(target), base_score, dtype=np.float64)
         self.best = losses.mean_loss(model.loss, target, self.scores)
         self.best_trees = 0
         self.losses = np.zeros(model.n_estimators, dtype=np.float64)
@@ -195,6 +218,8 @@ class GBFS(ClassifierMixin, BatchModel):
     ``mask_rate`` (the probability that a copy drops a group, default 0.5; None: a uniform
     rate per copy and row), ``early_stopping_rounds`` (20; None: every tree) and
     ``validation_fraction`` (held out for it when ``fit`` gets no ``X_val``),
+    ``unmasked_trees`` (True: also boost the trees without masking and answer with them
+    the sets they did better on; False: the masked trees only, format 2),
     ``uncomputed`` ("missing": every tree answers, uncomputed groups follow the default
     directions | "prefix": the paper's prefix of trees); see the module docstring.
     ``feature_penalty="auto"`` (default) scales mu with the data and costs.
@@ -210,7 +235,9 @@ class GBFS(ClassifierMixin, BatchModel):
     ``tree_*_`` arrays of shape (T, 2^(D+1)-1),
     ``train_loss_`` (T,, on the unmasked rows), ``classes_`` (logistic),
     ``tree_default_left_`` (uint8, T x nodes: where a missing value goes),
-    ``group_gain_`` (training split gain per group), ``feature_penalty_`` (mu as used).
+    ``group_gain_`` (training split gain per group), ``feature_penalty_`` (mu as used),
+    ``unmasked_tree_*_`` and ``unmasked_base_score_`` (the unmasked ensemble; zero trees
+    without it), ``unmasked_sets_`` (uint8 (J + 1,): which prefixes it answers).
 
     Examples
     --------
@@ -231,11 +258,11 @@ class GBFS(ClassifierMixin, BatchModel):
     """
 
     kind = "gbfs"
-    format_version = 2
+    format_version = 3
     allow_nan = True
     _renamed = {"mu": "feature_penalty"}
 
-    def __init__(self, *, loss: str = "logistic", n_estimators: int = 300,
+    def __init__(self, *, loss: str = "logistic", n_estimators: int = 2000,
                  learning_rate: float = 0.1, max_depth: int = 4,
                  feature_penalty: float | str = "auto",
                  feature_costs: np.ndarray | None = None,
@@ -248,7 +275,7 @@ class GBFS(ClassifierMixin, BatchModel):
                  random_state: int | None = None, masked_copies: int = 4,
                  mask_rate: float | None = 0.5, uncomputed: str = "missing",
                  early_stopping_rounds: int | None = 20, validation_fraction: float = 0.1,
-                 mu: float | None = None) -> None:
+                 unmasked_trees: bool = True, mu: float | None = None) -> None:
         self.loss = loss
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -273,6 +300,7 @@ class GBFS(ClassifierMixin, BatchModel):
         self.uncomputed = uncomputed
         self.early_stopping_rounds = early_stopping_rounds
         self.validation_fraction = validation_fraction
+        self.unmasked_trees = unmasked_trees
 
     # ------------------------------------------------------------------ fitting
     def check_params(self, n_features: int) -> None:
@@ -299,6 +327,9 @@ class GBFS(ClassifierMixin, BatchModel):
                 not 0 <= fraction < 1:
             raise ValueError(f"validation_fraction must be a number in [0, 1), got "
                              f"{fraction!r}")
+        if not isinstance(self.unmasked_trees, bool | np.bool_):
+            raise TypeError(f"unmasked_trees must be True or False, got "
+                            f"{self.unmasked_trees!r}")
         if not 0 <= self.masked_copies <= 64:
             raise ValueError(f"masked_copies must be in [0, 64], got {self.masked_copies}")
         if self.uncomputed not in _UNCOMPUTED:
@@ -402,34 +433,76 @@ class GBFS(ClassifierMixin, BatchModel):
         ``CSRBatch``; NaN is a missing value) and ``y``, with ``masked_copies`` masked copies
         of the rows (module docstring). Early stopping (``early_stopping_rounds``) watches
         the loss on ``X_val, y_val`` (or a held-out ``validation_fraction``) and their
-        masked copies, and keeps the trees up to the best. ``progress(fraction)``, if
-        given, is called after each tree with ``(t + 1) / n_estimators``."""
+        masked copies, and keeps the trees up to the best. With ``unmasked_trees`` (and
+        masked copies) a second ensemble is boosted on the rows alone, as
+        ``masked_copies=0`` would, and answers the sets it did better on (module
+        docstring). ``progress(fraction)``, if given, is called after each tree."""
         X = as_dense(X, allow_nan=True, min_samples=1)
         n, d = X.shape
         indptr, members, group_of, costs = self._check_params(d)
         target = self._encode_labels(y, n)
         X, target, held = self._held_out(X, target, X_val, y_val)
-        n = X.shape[0]
         self.n_features_in_ = d
         self.bin_edges_, self.bin_offsets_ = binning.fit_bin_edges(X, self.max_bins)
         n_groups = indptr.shape[0] - 1
-        codes, target = self._masked_rows(
-            binning.apply_bins(X, self.bin_edges_, self.bin_offsets_), target, group_of,
-            n_groups, 0)
+        plain = binning.apply_bins(X, self.bin_edges_, self.bin_offsets_)
+        held_plain = None if held is None else binning.apply_bins(held[0], self.bin_edges_,
+                                                                    self.bin_offsets_)
+        graph = (group_of, indptr, members, costs)
+        codes, rows_target = self._masked_rows(plain, target, group_of, n_groups, 0)
+        stop_rows = None if held is None else self._masked_rows(held_plain, held[1], group_of,
+                                                               n_groups, 1)
+        twin = self._has_unmasked()
+        share = (1.0 + self.masked_copies) / (2.0 + self.masked_copies) if twin else 1.0
+        main = self._boost(codes, rows_target, target.shape[0], stop_rows, graph,
+                           _scaled(progress, 0.0, share))
+        (self.base_score_, self.feature_penalty_, self.tree_feature_, self.tree_threshold_,
+         self.tree_value_, self.tree_default_left_, self.train_loss_, self.validation_loss_,
+         split_gains) = main
+        inner = self.tree_feature_ >= 0
+        self.group_gain_ = np.bincount(  # float64 even with no split (bincount: int64)
+            group_of[self.tree_feature_[inner]], weights=split_gains[inner],
+            minlength=n_groups).astype(np.float64)
+        self.selected_features_, self.feature_entry_iteration_ = _first_uses(
+            self.tree_feature_, np.arange(d))
+        self.selected_groups_, self.group_entry_iteration_ = _first_uses(
+            self.tree_feature_, group_of)
+        self.tree_split_value_ = self._split_values(self.tree_feature_, self.tree_threshold_)
+        self._set_unmasked(None)
+        if twin:
+            twin_fit = self._boost(plain, target, target.shape[0],
+                                   None if held is None else (held_plain, held[1]), graph,
+                                   _scaled(progress, share, 1.0))
+            self._set_unmasked(twin_fit[0], *twin_fit[2:6])
+            self.unmasked_sets_ = self._choose_unmasked(held, group_of)
+        return self
+
+    def _has_unmasked(self) -> bool:
+        """Whether a fit boosts the unmasked ensemble too (only beside masked copies and
+        with every tree answering)."""
+        return bool(self.unmasked_trees) and self.masked_copies > 0 and \
+            self.uncomputed == "missing"
+
+    def _boost(self, codes: np.ndarray, target: np.ndarray, n: int,
+               stop_rows: tuple[np.ndarray, np.ndarray] | None, graph: tuple,
+               progress: Callable[[float], None] | None) -> tuple:
+        """Boost up to ``n_estimators`` trees on binned ``codes`` / ``target`` (the first
+        ``n`` rows unmasked: ``train_loss`` is theirs), early-stopped on the binned
+        ``stop_rows``. Returns (base score, mu, feature, threshold, value, default_left,
+        train loss, validation loss, split gains) of the trees kept. O(T (n d D + 2^D d B))."""
+        group_of, indptr, members, costs = graph
+        d = codes.shape[1]
         n_rows = codes.shape[0]
         n_bins = binning.n_bins_per_feature(self.bin_offsets_)
-        self.base_score_ = losses.base_score(self.loss, target)
+        base = losses.base_score(self.loss, target)
         T, depth, n_nodes = self.n_estimators, self.max_depth, 2 ** (self.max_depth + 1) - 1
-        self.tree_feature_ = np.full((T, n_nodes), -1, dtype=np.int32)
-        self.tree_threshold_ = np.zeros((T, n_nodes), dtype=np.int32)
-        self.tree_value_ = np.zeros((T, n_nodes), dtype=np.float64)
-        self.tree_default_left_ = np.zeros((T, n_nodes), dtype=np.uint8)
-        self.train_loss_ = np.zeros(T, dtype=np.float64)
+        tree_feature = np.full((T, n_nodes), -1, dtype=np.int32)
+        tree_threshold = np.zeros((T, n_nodes), dtype=np.int32)
+        tree_value = np.zeros((T, n_nodes), dtype=np.float64)
+        tree_default_left = np.zeros((T, n_nodes), dtype=np.uint8)
+        train_loss = np.zeros(T, dtype=np.float64)
         split_gains = np.zeros((T, n_nodes), dtype=np.float64)
-        stopper = None if held is None else _EarlyStop(
-            self, *self._masked_rows(binning.apply_bins(held[0], self.bin_edges_,
-                                                         self.bin_offsets_),
-                                     held[1], group_of, n_groups, 1))
+        stopper = None if stop_rows is None else _EarlyStop(self, base, *stop_rows)
         slots, width = max(1, 2 ** (depth - 1)), int(n_bins.max(initial=1)) + 1
         hists = [np.zeros((slots, d, width), dtype=dt) for dt in (np.float64, np.int32) * 2]
         m = n_rows if self.subsample >= 1 else max(1, int(np.ceil(self.subsample * n_rows)))
@@ -438,9 +511,9 @@ class GBFS(ClassifierMixin, BatchModel):
         hess_hists = [np.zeros((slots, d, width) if split_newton else (1, 1, 1))
                       for _ in range(2)]
         rng = np.random.default_rng(self.random_state)
-        scores = np.full(n_rows, self.base_score_, dtype=np.float64)
-        self.feature_penalty_ = self._resolved_penalty(target, scores, costs)
-        penalty = self.feature_penalty_ * costs[group_of]
+        scores = np.full(n_rows, base, dtype=np.float64)
+        mu = self._resolved_penalty(target, scores, costs)
+        penalty = mu * costs[group_of]
         any_split = False
         newton, ones = self.leaf_values == "newton", np.ones(n_rows, dtype=np.float64)
         for t in range(T):
@@ -457,32 +530,94 @@ class GBFS(ClassifierMixin, BatchModel):
                 *hess_hists, group_of, indptr, members)
             feature, threshold, value, default_left, split_gains[t] = tree
             any_split = any_split or bool(feature[0] >= 0)
-            self.tree_feature_[t], self.tree_threshold_[t], self.tree_value_[t] = (
-                feature, threshold, value)
-            self.tree_default_left_[t] = default_left
+            tree_feature[t], tree_threshold[t], tree_value[t] = feature, threshold, value
+            tree_default_left[t] = default_left
             _tree._add_tree_binned(codes, feature, threshold, default_left, value,
                                    float(self.learning_rate), scores)
-            self.train_loss_[t] = losses.mean_loss(self.loss, target[:n], scores[:n])
+            train_loss[t] = losses.mean_loss(self.loss, target[:n], scores[:n])
             if progress is not None:
                 progress((t + 1) / T)
             if stopper is not None and stopper.step(t, feature, threshold, default_left,
                                                     value):
                 break
         kept = T if stopper is None else stopper.best_trees
-        for name in ("tree_feature_", "tree_threshold_", "tree_value_", "tree_default_left_",
-                     "train_loss_"):
-            setattr(self, name, getattr(self, name)[:kept].copy())
-        self.validation_loss_ = np.zeros(0) if stopper is None else stopper.losses[:kept]
-        inner = self.tree_feature_ >= 0
-        self.group_gain_ = np.bincount(  # float64 even with no split (bincount: int64)
-            group_of[self.tree_feature_[inner]], weights=split_gains[:kept][inner],
-            minlength=n_groups).astype(np.float64)
-        self.selected_features_, self.feature_entry_iteration_ = _first_uses(
-            self.tree_feature_, np.arange(d))
-        self.selected_groups_, self.group_entry_iteration_ = _first_uses(
-            self.tree_feature_, group_of)
-        self.tree_split_value_ = self._split_values()
-        return self
+        validation_loss = np.zeros(0) if stopper is None else stopper.losses[:kept]
+        return (base, mu, tree_feature[:kept].copy(), tree_threshold[:kept].copy(),
+                tree_value[:kept].copy(), tree_default_left[:kept].copy(),
+                train_loss[:kept].copy(), validation_loss, split_gains[:kept])
+
+    def _set_unmasked(self, base: float | None, feature: np.ndarray | None = None,
+                      threshold: np.ndarray | None = None, value: np.ndarray | None = None,
+                      default_left: np.ndarray | None = None) -> None:
+        """Store the unmasked ensemble (None: none, zero trees and no set it answers)."""
+        if base is None:
+            n_nodes = 2 ** (int(self.max_depth) + 1) - 1
+            feature = np.full((0, n_nodes), -1, dtype=np.int32)
+            threshold = np.zeros((0, n_nodes), dtype=np.int32)
+            value = np.zeros((0, n_nodes), dtype=np.float64)
+            default_left = np.zeros((0, n_nodes), dtype=np.uint8)
+            base = 0.0
+        self.unmasked_base_score_ = float(base)
+        self.unmasked_tree_feature_, self.unmasked_tree_threshold_ = feature, threshold
+        self.unmasked_tree_value_, self.unmasked_tree_default_left_ = value, default_left
+        self.unmasked_tree_split_value_ = self._split_values(feature, threshold)
+        self.unmasked_sets_ = np.zeros(self._group_costs().size + 1, dtype=np.uint8)
+        self._unmasked_groups = self._split_groups(feature)
+
+    def _split_groups(self, feature: np.ndarray) -> frozenset[int]:
+        """The groups some tree of ``feature`` splits on."""
+        return frozenset(int(g) for g in np.unique(self._group_of()[feature[feature >= 0]]))
+
+    def _choose_unmasked(self, held: tuple[np.ndarray, np.ndarray] | None,
+                         group_of: np.ndarray) -> np.ndarray:
+        """``unmasked_sets_[k]`` = 1 when the unmasked ensemble answers the first ``k``
+        groups of the cost order (cheapest first, ties by id): its loss on the held-out rows
+        (their groups outside the prefix missing) is below the masked ensemble's; without
+        held-out rows, when the prefix holds every group it splits on (its exact answer).
+        O((J + 1) T n_val D)."""
+        order = self._cost_order()
+        chosen = np.zeros(order.size + 1, dtype=np.uint8)
+        for k in range(order.size + 1):
+            S = order[:k]
+            if held is None:
+                chosen[k] = self._unmasked_groups <= set(S.tolist())
+                continue
+            X = held[0].copy()
+            X[:, ~np.isin(group_of, S)] = np.nan
+            masked = losses.mean_loss(self.loss, held[1], self._ensemble_scores(X, False))
+            unmasked = losses.mean_loss(self.loss, held[1], self._ensemble_scores(X, True))
+            chosen[k] = unmasked < masked
+        return chosen
+
+    def _cost_order(self) -> np.ndarray:
+        """Group ids, cheapest first (ties: lower id first), int64."""
+        return np.argsort(self._group_costs(), kind="stable").astype(np.int64)
+
+    def answers_unmasked(self, computed_groups: Iterable[int] | None) -> bool:
+        """Whether the unmasked ensemble answers ``computed_groups`` (None: all): a prefix
+        of the cost order by its held-out choice (``unmasked_sets_``), any other set that
+        holds every group the unmasked trees split on (then their answer is exact) by the
+        choice for all groups. O(J)."""
+        if self.unmasked_tree_feature_.shape[0] == 0:
+            return False
+        J = self.unmasked_sets_.size - 1
+        if computed_groups is None:
+            return bool(self.unmasked_sets_[J])
+        S = {int(g) for g in computed_groups}
+        order = self._cost_order()
+        k = len(S)
+        if k <= J and S == set(order[:k].tolist()):
+            return bool(self.unmasked_sets_[k])
+        return bool(self.unmasked_sets_[J]) and self._unmasked_groups <= S
+
+    def groups_split_on(self, computed_groups: Iterable[int] | None) -> list[int]:
+        """Sorted groups of ``computed_groups`` (None: all) that a tree answering them
+        splits on (every group for the prefix rule's trees: see ``n_trees_for_groups``)."""
+        J = self._group_costs().size
+        S = set(range(J)) if computed_groups is None else {int(g) for g in computed_groups}
+        if self.answers_unmasked(computed_groups):
+            return sorted(S & self._unmasked_groups)
+        return sorted(S & {int(g) for g in self.selected_groups_})
 
     def _held_out(self, X: np.ndarray, target: np.ndarray, X_val: Any, y_val: Any
                   ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
@@ -559,13 +694,13 @@ class GBFS(ClassifierMixin, BatchModel):
             return np.arange(self.n_features_in_, dtype=np.int64)
         return _group_of(*_group_csr(list(self.feature_groups)))
 
-    def _split_values(self) -> np.ndarray:
+    def _split_values(self, feature: np.ndarray, threshold: np.ndarray) -> np.ndarray:
         """Raw thresholds ``e_b`` of every split (``x <= e_b`` goes left), float64 (T, nodes);
         a split on missingness (``b = B_f - 1``: every present value left) gets the largest
         float, which every finite value is below."""
-        split = np.zeros(self.tree_feature_.shape, dtype=np.float64)
-        inner = self.tree_feature_ >= 0
-        features, bins = self.tree_feature_[inner], self.tree_threshold_[inner]
+        split = np.zeros(feature.shape, dtype=np.float64)
+        inner = feature >= 0
+        features, bins = feature[inner], threshold[inner]
         start, stop = self.bin_offsets_[features], self.bin_offsets_[features + 1]
         index = start + bins
         values = np.full(index.shape, np.finfo(np.float64).max)
@@ -601,8 +736,11 @@ class GBFS(ClassifierMixin, BatchModel):
         return min(missing, default=n_trees)
 
     def trees_used(self, computed_groups: Iterable[int] | None) -> int:
-        """Trees that answer for ``computed_groups``: all of them (``uncomputed="missing"``
-        or None), else :meth:`n_trees_for_groups`."""
+        """Trees that answer for ``computed_groups``: all of the answering ensemble's
+        (``uncomputed="missing"`` or None; the unmasked one's where it answers), else
+        :meth:`n_trees_for_groups`."""
+        if self.answers_unmasked(computed_groups):
+            return int(self.unmasked_tree_feature_.shape[0])
         if computed_groups is None or self.uncomputed == "missing":
             return int(self.tree_feature_.shape[0])
         return self.n_trees_for_groups(computed_groups)
@@ -672,7 +810,7 @@ class GBFS(ClassifierMixin, BatchModel):
         X = self._check_input(X)
         if computed is DEPRECATED:
             if computed_groups is None:
-                return self._scores(X, self.tree_feature_.shape[0])
+                return self._ensemble_scores(X, self.answers_unmasked(None))
             groups = [int(g) for g in computed_groups]
             keep = np.isin(self._group_of(), groups)
             n_trees = self.n_trees_for_groups(groups)
@@ -691,7 +829,8 @@ class GBFS(ClassifierMixin, BatchModel):
         if missing.any():
             X = X.copy()
             X[:, missing] = np.nan
-        return self._scores(X, self.tree_feature_.shape[0])
+        unmasked = computed is DEPRECATED and self.answers_unmasked(groups)
+        return self._ensemble_scores(X, unmasked)
 
     def decision_function(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
                           computed_groups: Iterable[int] | None = None) -> np.ndarray:
@@ -706,6 +845,17 @@ class GBFS(ClassifierMixin, BatchModel):
         _tree._add_trees_raw(X, self.tree_feature_, self.tree_split_value_,
                              self.tree_default_left_, self.tree_value_, 0, n_trees,
                              float(self.learning_rate), out)
+        return out
+
+    def _ensemble_scores(self, X: np.ndarray, unmasked: bool) -> np.ndarray:
+        """Scores of every tree of the masked (or the unmasked) ensemble. O(n T D)."""
+        if not unmasked:
+            return self._scores(X, self.tree_feature_.shape[0])
+        out = np.full(X.shape[0], self.unmasked_base_score_, dtype=np.float64)
+        _tree._add_trees_raw(X, self.unmasked_tree_feature_, self.unmasked_tree_split_value_,
+                             self.unmasked_tree_default_left_, self.unmasked_tree_value_, 0,
+                             self.unmasked_tree_feature_.shape[0], float(self.learning_rate),
+                             out)
         return out
 
     @available_if(lambda model: model.loss == "logistic")
@@ -743,8 +893,13 @@ class GBFS(ClassifierMixin, BatchModel):
 
     # ------------------------------------------------------------ serialization
     def state_dict(self) -> dict[str, Any]:
-        """Parameters and fitted arrays in the envelope of ``algorithms.states``."""
+        """Parameters and fitted arrays in the envelope of ``algorithms.states``: format 3,
+        or without ``unmasked_trees`` format 2 (as a model of format 2 was written)."""
         state: dict[str, Any] = {name: getattr(self, name) for name in _PARAMS + _PARAMS_V2}
+        twin = bool(self.unmasked_trees)
+        if twin:
+            state["unmasked_trees"] = True
+            state["unmasked_base_score_"] = float(self.unmasked_base_score_)
         if self.feature_costs is not None:
             state["feature_costs"] = np.asarray(self.feature_costs, dtype=np.float64)
         if self.feature_groups is not None:
@@ -756,11 +911,11 @@ class GBFS(ClassifierMixin, BatchModel):
         state["base_score_"] = float(self.base_score_)
         state["n_features_in_"] = int(self.n_features_in_)
         state["feature_penalty_"] = float(self.feature_penalty_)
-        for name in _ARRAYS + _ARRAYS_V2 + (("classes_",) if self.loss == "logistic" else ()):
+        for name in _ARRAYS + _ARRAYS_V2 + (_ARRAYS_V3 if twin else ()) + (("classes_",) if self.loss == "logistic" else ()):
             state[name] = getattr(self, name)
         if self.loss == "logistic" and self.classes_.dtype.kind not in "biuf":
             state["classes_"] = [str(c) for c in self.classes_]   # JSON: labels as strings
-        return envelope(self.kind, self.format_version, state)
+        return envelope(self.kind, self.format_version if twin else 2, state)
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> GBFS:
@@ -770,16 +925,18 @@ class GBFS(ClassifierMixin, BatchModel):
         model the prediction kernels can run (``_check_fitted``). States of format 0 and 1
         (before the budgeted answers with every tree) load as the paper's model:
         ``uncomputed="prefix"``, ``masked_copies=0``, and answer exactly as they did."""
-        version, state = open_envelope(state, cls.kind, (0, cls.format_version))
+        version, state = open_envelope(state, cls.kind, (0, 2, cls.format_version))
         if version == 0:
             state = renamed(state, cls._renamed)
         try:
             params = {name: state[name] for name in _PARAMS}
             if version >= 2:
                 params.update({name: state[name] for name in _PARAMS_V2})
+                params["unmasked_trees"] = bool(state["unmasked_trees"]) if version >= 3 \
+                    else False
             else:
                 params.update(masked_copies=0, mask_rate=None, uncomputed="prefix",
-                              early_stopping_rounds=None)
+                              early_stopping_rounds=None, unmasked_trees=False)
             groups = None
             if "feature_groups_sizes" in state:
                 members = np.asarray(state["feature_groups_members"], dtype=np.int64)
@@ -802,12 +959,47 @@ class GBFS(ClassifierMixin, BatchModel):
                 model.group_gain_ = np.zeros(len(groups) if groups is not None else
                                              model.n_features_in_, dtype=np.float64)
                 model.validation_loss_ = np.zeros(0)
+            model._set_unmasked(None)
+            if version >= 3:
+                model._set_unmasked(float(state["unmasked_base_score_"]),
+                                    *(np.asarray(state[name]) for name in _ARRAYS_V3[:4]))
+                model.unmasked_sets_ = np.asarray(state["unmasked_sets_"])
             model._check_fitted()
             model.selected_groups_, model.group_entry_iteration_ = _first_uses(
                 model.tree_feature_, model._group_of())
         except (KeyError, TypeError, OverflowError, IndexError) as exc:
             raise ValueError(f"GBFS state is incomplete or malformed: {exc!r}") from exc
         return model
+
+    def _check_trees(self, prefix: str, shape: tuple[int, int]) -> None:
+        """ValueError unless the arrays of one ensemble (``prefix`` "" or "unmasked_") are
+        heap-shaped trees of ``shape`` whose splits name features in [0, d), leaves only on
+        the last level, with finite values. O(T 2^D)."""
+        for name in ("tree_feature_", "tree_threshold_", "tree_split_value_", "tree_value_",
+                     "tree_default_left_"):
+            array = getattr(self, prefix + name)
+            if array.shape != shape:
+                raise ValueError(f"GBFS state: {prefix}{name} has shape {array.shape}, "
+                                 f"expected {shape}")
+        left = getattr(self, prefix + "tree_default_left_")
+        if left.dtype != np.uint8 or np.any(left > 1):
+            raise ValueError(f"GBFS state: {prefix}tree_default_left_ must be uint8 zeros "
+                             f"and ones")
+        feature = getattr(self, prefix + "tree_feature_")
+        if feature.dtype != np.int32 or getattr(self, prefix + "tree_threshold_").dtype != \
+                np.int32:
+            raise ValueError(f"GBFS state: {prefix}tree_feature_ and {prefix}tree_threshold_ "
+                             f"must be int32")
+        d = self.n_features_in_
+        if feature.size and (feature.min() < -1 or feature.max() >= d):
+            raise ValueError(f"GBFS state: a split names a feature outside [0, {d})")
+        inner = 2 ** int(self.max_depth) - 1  # nodes below this have children in the heap
+        if np.any(feature[:, inner:] >= 0):
+            raise ValueError("GBFS state: a node of the last level splits")
+        for name in ("tree_split_value_", "tree_value_"):
+            values = np.asarray(getattr(self, prefix + name), dtype=np.float64)
+            if not np.all(np.isfinite(values)):
+                raise ValueError(f"GBFS state: {prefix}{name} holds NaN or infinite values")
 
     def _check_fitted(self) -> None:
         """What the prediction kernels assume of a loaded state (ValueError otherwise):
@@ -826,29 +1018,24 @@ class GBFS(ClassifierMixin, BatchModel):
         if np.asarray(self.train_loss_).shape != (shape[0],) or \
                 np.asarray(self.validation_loss_).shape not in ((0,), (shape[0],)):
             raise ValueError("GBFS state: train_loss_ / validation_loss_ do not match the trees")
-        for name in ("tree_feature_", "tree_threshold_", "tree_split_value_", "tree_value_",
-                     "tree_default_left_"):
-            array = getattr(self, name)
-            if array.shape != shape:
-                raise ValueError(f"GBFS state: {name} has shape {array.shape}, expected {shape}")
-        if self.tree_default_left_.dtype != np.uint8 or np.any(self.tree_default_left_ > 1):
-            raise ValueError("GBFS state: tree_default_left_ must be uint8 zeros and ones")
+        self._check_trees("", shape)
+        twin = self.unmasked_tree_feature_
+        self._check_trees("unmasked_", (twin.shape[0] if twin.ndim == 2 else -1, n_nodes))
+        if not 0 <= twin.shape[0] <= int(self.n_estimators) or \
+                not np.isfinite(self.unmasked_base_score_):
+            raise ValueError("GBFS state: bad unmasked trees or unmasked_base_score_")
         n_groups = d if self.feature_groups is None else len(self.feature_groups)
+        sets = np.asarray(self.unmasked_sets_)
+        if sets.shape != (n_groups + 1,) or sets.dtype != np.uint8 or np.any(sets > 1):
+            raise ValueError(f"GBFS state: unmasked_sets_ must be {n_groups + 1} uint8 zeros "
+                             f"and ones")
         gains = np.asarray(self.group_gain_)
         if gains.shape != (n_groups,) or gains.dtype != np.float64 or \
                 not np.all(np.isfinite(gains)) or np.any(gains < 0):
             raise ValueError(f"GBFS state: group_gain_ must be {n_groups} finite gains >= 0")
         if not np.isfinite(self.feature_penalty_) or self.feature_penalty_ < 0:
             raise ValueError("GBFS state: feature_penalty_ must be finite and >= 0")
-        if feature.dtype != np.int32 or self.tree_threshold_.dtype != np.int32:
-            raise ValueError("GBFS state: tree_feature_ and tree_threshold_ must be int32")
-        if feature.size and (feature.min() < -1 or feature.max() >= d):
-            raise ValueError(f"GBFS state: a split names a feature outside [0, {d})")
-        inner = 2 ** int(self.max_depth) - 1  # nodes below this have children in the heap
-        if np.any(feature[:, inner:] >= 0):
-            raise ValueError("GBFS state: a node of the last level splits")
-        for name in ("tree_split_value_", "tree_value_", "train_loss_", "bin_edges_",
-                     "validation_loss_"):
+        for name in ("train_loss_", "bin_edges_", "validation_loss_"):
             values = np.asarray(getattr(self, name), dtype=np.float64)
             if not np.all(np.isfinite(values)):
                 raise ValueError(f"GBFS state: {name} holds NaN or infinite values")

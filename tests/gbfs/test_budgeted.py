@@ -37,7 +37,7 @@ def test_masked_fit_equals_the_oracle(loss, extra):
                   feature_penalty=0.3, min_samples_leaf=2,
                   **{"masked_copies": 2, "reg_lambda": 0.0, **extra})
     model = GBFS(loss=loss, feature_groups=GROUPS, group_costs=COSTS,
-                 early_stopping_rounds=None, **params).fit(X, y)
+                 early_stopping_rounds=None, unmasked_trees=False, **params).fit(X, y)
     lefts: list = []
     feats, thresholds, values, scores = naive_gbfs(X, y, loss=loss, groups=GROUPS,
                                                    group_costs=COSTS, default_lefts=lefts,
@@ -141,7 +141,7 @@ def test_state_round_trip_and_the_paper_rule_as_an_option():
     model = GBFS(feature_groups=GROUPS, group_costs=COSTS, n_estimators=8, max_depth=2,
                  mask_rate=0.4).fit(X, labels)
     again = model_from_bytes(model.to_bytes())
-    assert again.state_dict()["format_version"] == 2
+    assert again.state_dict()["format_version"] == 3
     for S in ([], [1], [0, 2], None):
         np.testing.assert_array_equal(again.decision_function(X, computed_groups=S),
                                       model.decision_function(X, computed_groups=S))

@@ -46,13 +46,23 @@ def check_groups(model, layout: BatchLayout, groups, costs) -> None:
         raise ValueError("artifact's group costs are not this model's")
 
 
+EARLY_STOPPED_TREES = 600  # trees a fit with early stopping is estimated to boost (each
+# ensemble; measured 70-550 on benchmarks/budget_quality.py's sets and the regime set)
+
+
+def unmasked_twin(options: dict) -> bool:
+    """Whether a GBFS fit with ``options`` boosts the unmasked ensemble too."""
+    return options.get("unmasked_trees") is True and options.get("uncomputed") != "prefix" \
+        and int_option(options.get("masked_copies"), 4, 0, 64) > 0
+
+
 def tree_sizes(spec, params, own, versions: int, *, artifact_extra: int = 0,
                fit_extra: int = 0) -> SizeEstimate:
     """Windows ``8·(N + N_val)·(D+1)``; a fit holds the copies (``8·(N + 2·N_val)·D``),
     the early-stopping split (``8·N·D``), the bin codes with ``c`` masked copies
     (``(c + 2)·N·D``), the histograms (``(24 + 16·newton)·2^(depth-1)·D·(bins+1)``) and
-    the version it packs; a version holds the held-out rows, bin edges and trees (plus
-    ``artifact_extra``)."""
+    the version it packs; a version holds the held-out rows, bin edges and trees (twice
+    ``n_estimators`` with the unmasked ensemble; plus ``artifact_extra``)."""
     D = int(spec.dimension)
     fold, snapshot, write = window_fold(spec, params)
     n, n_val = window_rows(params)
@@ -60,7 +70,8 @@ def tree_sizes(spec, params, own, versions: int, *, artifact_extra: int = 0,
     copies = int_option(options.get("masked_copies"), 4, 0, 64)
     depth = int_option(options.get("max_depth"), 4, 1, 30)
     bins = int_option(options.get("max_bins"), 255, 2, 255)
-    trees = int_option(options.get("n_estimators"), 300, 1, 1 << 24)
+    trees = int_option(options.get("n_estimators"), 2000, 1, 1 << 24)
+    trees *= 2 if unmasked_twin(options) else 1
     newton = options.get("split_gain") == "newton"
     nodes = 2 ** (depth + 1) - 1
     hist = (24 + (16 if newton else 0)) * 2 ** (depth - 1) * D * (bins + 1)
@@ -75,17 +86,21 @@ def tree_sizes(spec, params, own, versions: int, *, artifact_extra: int = 0,
 
 def tree_seconds(spec, params, own, examples: int | None) -> float:
     """Rows x features x trees x depth of histograms, split search and the version's
-    per-set figures."""
+    per-set figures; with early stopping at most ``EARLY_STOPPED_TREES`` trees, the
+    unmasked ensemble's on ``N`` rows beside the masked one's on ``(1 + c)·N``."""
     D, J = float(spec.dimension), float(len(spec.groups))
     n, n_val = (float(v) for v in window_rows(params, examples))
     options = gbfs_options(own)
     copies = int_option(options.get("masked_copies"), 4, 0, 64)
     depth = int_option(options.get("max_depth"), 4, 1, 30)
     bins = int_option(options.get("max_bins"), 255, 2, 255)
-    trees = int_option(options.get("n_estimators"), 300, 1, 1 << 24)
-    rows = (1 + copies) * n
+    trees = int_option(options.get("n_estimators"), 2000, 1, 1 << 24)
+    if options.get("early_stopping_rounds") is not None:
+        trees = min(trees, EARLY_STOPPED_TREES)
+    twin = unmasked_twin(options)
+    rows = (1 + copies + (1 if twin else 0)) * n
     per_tree = GBFS_CELL_SECONDS * rows * D * depth + \
-        GBFS_SPLIT_SECONDS * 2 ** depth * D * (bins + 1)
+        GBFS_SPLIT_SECONDS * 2 ** depth * D * (bins + 1) * (2 if twin else 1)
     figures = GBFS_FIGURE_SECONDS * (J * J / 2 * n_val + (J + 1) * min(n, 5000)) * trees * depth
     return FIT_FIXED_SECONDS + trees * per_tree + figures
 
@@ -137,8 +152,7 @@ class GBFSFamily(BatchFamily):
         model = artifact.model
         scores = model.decision_function(masked_dense(X, artifact.layout.features_of(S)),
                                          computed_groups=S)
-        split_on = {int(g) for g in model.selected_groups_}
-        used = [g for g in S if g in split_on]
+        used = model.groups_split_on(S)
         out = {"predictions": scores.tolist(), "groups_used": artifact.names(used),
                "cost": artifact.layout.cost_of(used), "trees_used": model.trees_used(S)}
         if artifact.figures is not None:
@@ -218,6 +232,8 @@ def _metrics(model, layout: BatchLayout, task: str, X, y, validation) -> dict[st
     return {"selected_groups": [layout.group_names[int(g)] for g in model.selected_groups_],
             "group_entry_tree": [int(t) for t in model.group_entry_iteration_],
             "n_trees": int(model.tree_feature_.shape[0]),
+            "n_unmasked_trees": int(model.unmasked_tree_feature_.shape[0]),
+            "unmasked_prefixes": [int(v) for v in model.unmasked_sets_],
             "sequence": [layout.group_names[g] for g in order],
             "cumulative_cost": [float(c) for c in cumulative],
             "train": curve(train, order, task),
