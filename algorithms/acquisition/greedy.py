@@ -41,7 +41,8 @@ class GreedyNeighbours(ConditionedAcquisition):
         where = {int(g): b for b, g in enumerate(table.pool)}
         inside = [g for g in missing if g in where]
         if not inside:
-            g = self._per_set_choice(S, room, rows)
+            g = (fallback(S, max_cost) if fallback is not None
+                 else self._per_set_choice(S, room, rows))
             if g is None:
                 return Decision(None, None, None, None, NOTHING_FITS, S, True)
             return Decision(g, float(costs[g]), None, None, None, tuple(sorted((*S, g))), True)

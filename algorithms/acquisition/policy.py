@@ -28,11 +28,12 @@ Gate (``gate=True``): the window is split in halves ``A``, ``B`` (``random_state
 every row of ``B`` and every cap in ``gate_caps`` (fractions of the pool's total cost),
 an episode from the empty set runs twice, with neighbours from ``A`` and with the per-set
 rule over ``A`` (largest mean gain per unit cost), and the final losses are averaged over
-the caps. The per-example rule is kept only when it lowers that mean loss by more than
-``gate_z`` standard errors of the paired differences; otherwise every decision is the
-per-set one (``fallback``, default the per-set rule over the whole window), so on data
-where values do not change the best next group the policy is the per-set rule. Fitting:
-``n 2^P`` predicted rows for the table, then ``|B| |caps| P`` decisions.
+the caps; then the halves swap, so every window row gives one paired difference. The
+per-example rule is kept only when it lowers the mean loss by more than ``gate_z``
+standard errors of those differences; otherwise every decision is the per-set one
+(``fallback``, default the per-set rule over the whole window), so on data where values
+do not change the best next group the policy is the per-set rule. Fitting: ``n 2^P``
+predicted rows for the table, then ``n |caps| P`` decisions.
 
 More than ``max_groups`` groups: the pool is the first ``max_groups`` of the per-set
 greedy order (``J^2 / 2`` predictor calls on the window); beyond the pool the per-set
@@ -84,7 +85,7 @@ class Decision:
 def _mean_interval(d: np.ndarray) -> tuple[float, tuple[float, float]]:
     mean = float(d.mean())
     half = 1.96 * float(d.std(ddof=1)) / np.sqrt(d.size) if d.size > 1 else float("inf")
-    return mean, (mean - half, mean + half)
+    return mean, (float(mean - half), float(mean + half))
 
 
 class ConditionedAcquisition:
@@ -95,7 +96,8 @@ class ConditionedAcquisition:
     plain AACO), ``gate_z``, ``gate_caps``, ``random_state``.
     ``fit(predict, X, y, groups=, costs=, loss=, pool=None, fallback=None)``: ``predict``
     answers rows whose uncomputed features are NaN; ``X, y`` the held-out window;
-    ``fallback(S, max_cost) -> group | None`` the per-set rule to fall back to.
+    ``fallback(S, max_cost) -> group | None`` the per-set rule to fall back to; ``table``
+    another policy's :class:`LossTable` of the same rows, shared instead of recomputed.
     Fitted: ``table_``, ``pool_``, ``per_example_`` (the gate's verdict), ``gate_``.
     """
 
@@ -112,8 +114,8 @@ class ConditionedAcquisition:
     # ------------------------------------------------------------------ fitting
     def fit(self, predict: Predict, X: np.ndarray, y: np.ndarray, *,
             groups: Sequence[Sequence[int]], costs: Sequence[float], loss: str,
-            pool: Sequence[int] | None = None,
-            fallback: Fallback | None = None) -> ConditionedAcquisition:
+            pool: Sequence[int] | None = None, fallback: Fallback | None = None,
+            table: LossTable | None = None) -> ConditionedAcquisition:
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         if not 1 <= int(self.max_groups) <= MAX_POOL:
@@ -127,15 +129,19 @@ class ConditionedAcquisition:
             raise ValueError(f"costs must be {len(self.groups_)} numbers >= 0")
         J = len(self.groups_)
         self.sequence_ = None
-        if pool is None:
+        if table is not None:   # share another policy's table (same window and pool)
+            if table.X.shape != X.shape or not np.array_equal(table.X, X, equal_nan=True):
+                raise ValueError("table must hold the rows X")
+            pool = table.pool
+        elif pool is None:
             if J <= self.max_groups:
                 pool = range(J)
             else:
                 self.sequence_ = self._per_set_sequence(predict, X, y, loss)
                 pool = self.sequence_[: self.max_groups]
         self.pool_ = np.asarray(list(pool), dtype=np.int64)
-        self.table_ = LossTable(predict, X, y, groups=self.groups_, costs=self.costs_,
-                                loss=loss, pool=self.pool_)
+        self.table_ = table if table is not None else LossTable(
+            predict, X, y, groups=self.groups_, costs=self.costs_, loss=loss, pool=self.pool_)
         self.mean_ = X.mean(axis=0)
         sd = X.std(axis=0)
         self.scale_ = np.where(sd > 0, sd, 1.0)
@@ -307,26 +313,26 @@ class ConditionedAcquisition:
         table = self.table_
         rng = np.random.default_rng(int(self.random_state))
         perm = rng.permutation(table.n_rows)
-        A, B = np.sort(perm[: table.n_rows // 2]), np.sort(perm[table.n_rows // 2:])
+        half = table.n_rows // 2
+        folds = (np.sort(perm[:half]), np.sort(perm[half:]))
+        ours, theirs = np.zeros(table.n_rows), np.zeros(table.n_rows)
         total = float(table.mask_cost[table.full])
-        ours = np.zeros(B.size)
-        theirs = np.zeros(B.size)
-        for f in self.gate_caps:
-            cap = float(f) * total
-            path = self.episode(np.zeros(table.X.shape[1]), max_cost=cap, rows=A,
-                                per_example=False, use_fallback=False)
-            theirs += table.values[table.mask_of(path), B]
-            for j, i in enumerate(B):
-                got = self.episode(table.X[i], max_cost=cap, rows=A, per_example=True,
-                                   use_fallback=False)
-                ours[j] += table.values[table.mask_of(got), i]
-        ours /= len(self.gate_caps)
-        theirs /= len(self.gate_caps)
-        diff = ours - theirs
+        for A, B in (folds, folds[::-1]):
+            for f in self.gate_caps:
+                cap = float(f) * total
+                path = self.episode(np.zeros(table.X.shape[1]), max_cost=cap, rows=A,
+                                    per_example=False, use_fallback=False)
+                theirs[B] += table.values[table.mask_of(path), B]
+                for i in B:
+                    got = self.episode(table.X[i], max_cost=cap, rows=A, per_example=True,
+                                       use_fallback=False)
+                    ours[i] += table.values[table.mask_of(got), i]
+        diff = (ours - theirs) / len(self.gate_caps)
         se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("inf")
         return {"per_example": bool(diff.mean() < -float(self.gate_z) * se),
-                "per_example_loss": float(ours.mean()), "per_set_loss": float(theirs.mean()),
-                "difference": float(diff.mean()), "stderr": se, "rows": int(B.size)}
+                "per_example_loss": float(ours.mean() / len(self.gate_caps)),
+                "per_set_loss": float(theirs.mean() / len(self.gate_caps)),
+                "difference": float(diff.mean()), "stderr": se, "rows": int(diff.size)}
 
 
 __all__ = ["NOTHING_FITS", "NOT_WORTH", "Candidate", "ConditionedAcquisition", "Decision"]

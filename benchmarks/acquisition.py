@@ -1,0 +1,576 @@
+"""Which group next, per example: acquisition policies side by side (AFABench's protocol).
+
+    python benchmarks/acquisition.py                    # every set, 3 seeds, Spambase
+    python benchmarks/acquisition.py --quick            # smoke run: 2 small sets, 1 seed
+    python benchmarks/acquisition.py --datasets cube-nm,diabetes --seeds 2 --out /tmp/a.json
+    python benchmarks/acquisition.py --datasets none --spambase /path/to/spambase.csv
+
+Protocol (after Aronsson et al., AFABench, 2025): each data set is split 60/20/20 (seeded)
+into training rows (the predictor's fit), a held-out window (the policies' neighbours and
+per-set figures; the predictor never saw it) and test rows. Each test row is an episode
+from the empty set: the policy picks a group, the row reveals its features, until the
+policy stops or nothing fits the hard cap; the predictor then answers with the groups
+acquired. Caps: ``CAP_FRACTIONS`` of the total cost; the exchange-rate sweep
+(``LAMBDA_SCALES`` times ``(L(empty) - L(all)) / total cost`` of the window) without a cap
+gives further points for the per-example policies.
+
+Predictor (the same for every policy): the project's GBFS with its defaults
+(``feature_groups``, ``group_costs``) for binary and regression sets; for the 8-class CUBE
+sets (GBFS is binary) a LightGBM multi-class booster on the training rows and four copies
+with each group NaN with probability 1/2 (``MaskedBooster``).
+
+Policies: ``ours`` (``ConditionedAcquisition``, gated, falling back to the per-set rule),
+``aaco`` (the same without the gate: always per-example), ``greedy-knn``
+(``GreedyNeighbours``), ``per-set`` (the project's rule: ``SetFigures.next_group`` over the
+held-out window with the GBFS scorer, as the gbfs family serves it; for CUBE the same rule
+on the held-out log-loss), ``random`` (a random order, skipping groups that do not fit),
+``cegb`` (LightGBM's cost-efficient gradient boosting, ``cegb_penalty_feature_lazy`` =
+scale x group cost / group size per feature, a sweep of scales; a row pays for every
+group a tree path of it reads), and the bounds ``full`` (every group) and ``oracle`` (per
+row, the set within the cap with the least loss on the row's own label). Metrics:
+accuracy (AUROC too for binary sets) or explained variance; per policy the normalised
+area under metric vs mean cost (trapezoids through (0, metric of the empty set) and the
+cap points, flat to the total cost, divided by it), the metric at each cap and the least
+mean cost whose metric reaches 99 % of ``full``. In capped episodes the per-example
+policies run with exchange rate 0 (``CAP_RATE``): they stop when no set within the cap
+lowers the held-out loss; the per-set rule, the random order and ``ours`` when its gate
+chose the per-set rule spend the cap.
+
+Spambase (``--spambase``, the Spambase CSV from UCI): the protocol of Covert et al.,
+"Learning to Maximize Mutual Information for Dynamic Feature Selection" (ICML 2023):
+features mean-centred, rows shuffled by ``numpy.random.default_rng(0)``, the first 20 %
+test, the next 20 % the held-out window, the rest training; each feature its own group at
+cost 1; AUROC and accuracy after k acquisitions (a hard cap of k, no exchange rate, so
+every policy spends it), next to their published table. The pool of the exact search is
+the per-set rule's first ``MAX_GROUPS`` choices; after them (and wherever the plan is the
+computed set itself) the policies follow the per-set rule's order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightgbm as lgb
+import numpy as np
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import train_test_split
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from algorithms.acquisition import (  # noqa: E402
+    ConditionedAcquisition,
+    GreedyNeighbours,
+    LossTable,
+    best_superset,
+    masked_predictor,
+    row_losses,
+)
+from algorithms.datasets.acquisition_synthetic import (  # noqa: E402
+    make_cube,
+    make_cube_nm,
+    make_switch,
+)
+from algorithms.gbfs import GBFS  # noqa: E402
+from algorithms.per_set import SetFigures  # noqa: E402
+from benchmarks._report import machine, table  # noqa: E402
+from benchmarks.budget_quality import (  # noqa: E402
+    load_breast_cancer_task,
+    load_diabetes_task,
+    load_digits_task,
+    make_latent_groups,
+)
+
+CAP_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
+LAMBDA_SCALES = (2.0, 1.0, 0.5, 0.25, 0.1)
+CEGB_SCALES = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0)
+CAP_RATE = 0.0            # capped episodes: a policy stops when no set lowers its loss
+POLICIES = ("ours", "aaco", "greedy-knn", "per-set", "random", "cegb", "full", "oracle")
+MAX_GROUPS = 10           # the exact search's pool on sets with more groups
+SPAMBASE_K = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20, 25)
+GDFS_AUROC = (82.74, 88.83, 92.62, 95.25, 95.76, 96.27, 96.36, 96.61, 96.66, 96.92, 97.99,
+              97.95, 97.97)
+GDFS_ACCURACY = (78.48, 82.28, 85.76, 90.54, 90.87, 91.20, 90.98, 91.85, 92.50, 92.17,
+                 93.37, 93.26, 93.80)
+DEFAULT_SPAMBASE = ROOT.parent / "shared" / "data" / "spambase.csv"
+LGB_PARAMS = {"learning_rate": 0.1, "num_leaves": 15, "min_data_in_leaf": 10,
+              "num_threads": 1, "verbose": -1, "deterministic": True, "force_col_wise": True}
+
+
+@dataclass
+class Data:
+    X: np.ndarray
+    y: np.ndarray
+    kind: str                 # "regression" | "binary" | "multiclass"
+    groups: list[list[int]]
+    costs: np.ndarray
+    names: list[str]
+    source: str
+
+
+def _from_task(task) -> Data:
+    kind = "regression" if task.kind == "regression" else "binary"
+    return Data(task.X, task.y, kind, [g.tolist() for g in task.groups], task.costs,
+                task.group_names, task.source)
+
+
+def _generated(kind: str, source: str, made) -> Data:
+    X, y, groups, costs, names = made
+    return Data(X, y, kind, groups, costs, names, source)
+
+
+DATASETS: dict[str, Callable[[int, int], Data]] = {
+    "cube": lambda n, s: _generated("multiclass", f"make_cube({n})", make_cube(n, seed=s)),
+    "cube-nonuniform": lambda n, s: _generated(
+        "multiclass", f"make_cube({n}, nonuniform=True)", make_cube(n, nonuniform=True,
+                                                                    seed=s)),
+    "cube-nm": lambda n, s: _generated("binary", f"make_cube_nm({n})", make_cube_nm(n, seed=s)),
+    "syn1": lambda n, s: _generated("binary", f"make_switch(1, {n})", make_switch(1, n, seed=s)),
+    "syn2": lambda n, s: _generated("binary", f"make_switch(2, {n})", make_switch(2, n, seed=s)),
+    "syn3": lambda n, s: _generated("binary", f"make_switch(3, {n})", make_switch(3, n, seed=s)),
+    "latent": lambda n, s: _from_task(make_latent_groups(n, "classification", seed=s)),
+    "breast-cancer": lambda n, s: _from_task(load_breast_cancer_task(False)),
+    "digits-parity": lambda n, s: _from_task(load_digits_task(False)),
+    "diabetes": lambda n, s: _from_task(load_diabetes_task(False)),
+}
+QUICK_DATASETS = ("cube-nm", "diabetes")
+
+
+# ----------------------------------------------------------------------------- predictors
+class MaskedBooster:
+    """LightGBM multi-class on the training rows and ``copies`` copies in which every group
+    is NaN with probability 1/2; NaN is missing when predicting. ``predict_proba`` (n, K)."""
+
+    def __init__(self, groups, n_classes: int, seed: int, copies: int = 4,
+                 rounds: int = 60) -> None:
+        self.groups, self.n_classes, self.seed = groups, n_classes, seed
+        self.copies, self.rounds = copies, rounds
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> MaskedBooster:
+        rng = np.random.default_rng(self.seed)
+        stacked, labels = [X], [y]
+        for _ in range(self.copies):
+            Z = X.copy()
+            for g in self.groups:
+                drop = rng.random(X.shape[0]) < 0.5
+                Z[np.ix_(drop, g)] = np.nan
+            stacked.append(Z)
+            labels.append(y)
+        params = dict(LGB_PARAMS, objective="multiclass", num_class=self.n_classes,
+                      seed=self.seed, learning_rate=0.2)
+        self.booster = lgb.train(params, lgb.Dataset(np.vstack(stacked), np.concatenate(labels)),
+                                 num_boost_round=self.rounds)
+        return self
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return self.booster.predict(X)
+
+
+def fit_predictor(data: Data, Xtr: np.ndarray, ytr: np.ndarray, seed: int):
+    """``(predict, scorer)``: the masked-row predictor and, for GBFS, its per-set scorer."""
+    if data.kind == "multiclass":
+        model = MaskedBooster(data.groups, int(data.y.max()) + 1, seed).fit(Xtr, ytr)
+        return masked_predictor(model, "classification"), None
+    loss = "squared" if data.kind == "regression" else "logistic"
+    model = GBFS(loss=loss, feature_groups=data.groups, group_costs=data.costs,
+                 random_state=seed).fit(Xtr, ytr)
+    task = "regression" if data.kind == "regression" else "classification"
+    return masked_predictor(model, task), (
+        lambda Z, S: model.decision_function(Z, computed_groups=S))
+
+
+def per_set_rule(data: Data, scorer, Xva: np.ndarray, yva: np.ndarray):
+    """The project's per-set rule over the held-out window (None for multi-class)."""
+    if scorer is None:
+        return None
+    task = "regression" if data.kind == "regression" else "classification"
+    target = yva if task == "regression" else np.where(yva > 0, 1.0, -1.0)
+    figures = SetFigures(scorer, Xva, target, task=task, groups=data.groups, costs=data.costs)
+
+    def choose(S, max_cost):
+        step = figures.next_group(S, max_cost=max_cost)
+        return None if step is None else int(step[0])
+    return choose
+
+
+# -------------------------------------------------------------------------------- metrics
+def masked_rows(data: Data, X: np.ndarray, sets: list[tuple[int, ...]]) -> np.ndarray:
+    Z = np.full_like(X, np.nan)
+    for i, S in enumerate(sets):
+        features = [f for g in S for f in data.groups[g]]
+        Z[i, features] = X[i, features]
+    return Z
+
+
+def metrics(data: Data, y: np.ndarray, output: np.ndarray) -> dict[str, float]:
+    if data.kind == "regression":
+        return {"ev": float(1.0 - np.mean((y - output) ** 2) / np.var(y))}
+    if data.kind == "multiclass":
+        return {"accuracy": float(np.mean(np.argmax(output, axis=1) == y))}
+    return {"accuracy": float(np.mean((output > 0.5) == (y > 0.5))),
+            "auroc": float(roc_auc_score(y, output))}
+
+
+def primary(data: Data) -> str:
+    return "ev" if data.kind == "regression" else "accuracy"
+
+
+def curve_area(points: list[tuple[float, float]], empty: float, total: float) -> float:
+    """Normalised area under metric vs mean cost: (0, empty), the points, flat to total."""
+    pts = sorted([(0.0, empty)] + [(min(c, total), m) for c, m in points])
+    xs = np.array([p[0] for p in pts] + [total])
+    ys = np.array([p[1] for p in pts] + [pts[-1][1]])
+    return float(np.sum((xs[1:] - xs[:-1]) * (ys[1:] + ys[:-1]) / 2) / total)
+
+
+def cost_to_reach(points: list[tuple[float, float]], target: float) -> float | None:
+    reached = [c for c, m in points if m >= target]
+    return min(reached) if reached else None
+
+
+# ------------------------------------------------------------------------------ policies
+def cegb_points(data: Data, Xtr, ytr, Xte, yte, seed: int) -> list[dict[str, Any]]:
+    """LightGBM CEGB over a sweep of penalty scales: (mean cost paid, metric) per scale."""
+    group_of = np.empty(data.X.shape[1], dtype=np.int64)
+    for g, features in enumerate(data.groups):
+        group_of[features] = g
+    per_feature = [float(data.costs[group_of[f]]) / len(data.groups[group_of[f]])
+                   for f in range(data.X.shape[1])]
+    objective = {"regression": {"objective": "regression"}, "binary": {"objective": "binary"},
+                 "multiclass": {"objective": "multiclass",
+                                "num_class": int(data.y.max()) + 1}}[data.kind]
+    out = []
+    for scale in CEGB_SCALES:
+        params = dict(LGB_PARAMS, **objective, seed=seed, cegb_tradeoff=1.0,
+                      cegb_penalty_feature_lazy=[scale * c for c in per_feature])
+        booster = lgb.train(params, lgb.Dataset(Xtr, ytr), num_boost_round=150)
+        paths = _leaf_paths(booster.dump_model())
+        leaves = booster.predict(Xte, pred_leaf=True).reshape(Xte.shape[0], -1)
+        cost = np.empty(Xte.shape[0])
+        for i, row in enumerate(leaves):
+            used = set()
+            for t, leaf in enumerate(row):
+                used |= paths[t][int(leaf)]
+            cost[i] = sum(data.costs[g] for g in {int(group_of[f]) for f in used})
+        out.append({"scale": scale, "mean_cost": float(cost.mean()),
+                    **metrics(data, yte, booster.predict(Xte))})
+    return out
+
+
+def _leaf_paths(dump: dict) -> list[dict[int, frozenset]]:
+    """Per tree: leaf index -> the features its path reads."""
+    out = []
+    for tree in dump["tree_info"]:
+        paths: dict[int, frozenset] = {}
+        stack = [(tree["tree_structure"], frozenset())]
+        while stack:
+            node, seen = stack.pop()
+            if "leaf_index" in node or "split_feature" not in node:
+                paths[int(node.get("leaf_index", 0))] = seen
+                continue
+            here = seen | {int(node["split_feature"])}
+            stack += [(node["left_child"], here), (node["right_child"], here)]
+        out.append(paths)
+    return out
+
+
+def random_episode(costs: np.ndarray, cap: float, rng: np.random.Generator) -> list[int]:
+    order, spent = [], 0.0
+    for g in rng.permutation(costs.size):
+        if spent + costs[g] <= cap + 1e-9:
+            order.append(int(g))
+            spent += costs[g]
+    return order
+
+
+def oracle_sets(test_table: LossTable, cap: float) -> list[tuple[int, ...]]:
+    """Per test row, the pool set within ``cap`` with the least loss on its own label."""
+    subs = test_table.supersets(0, cap)
+    test_table.ensure(subs)
+    return [test_table.groups_of(best_superset(test_table.values, np.array([i]), 0,
+                                               test_table.full, cap, test_table.mask_cost,
+                                               0.0)[0])
+            for i in range(test_table.n_rows)]
+
+
+def run_dataset(name: str, data: Data, seed: int, quick: bool) -> dict[str, Any]:
+    """Every policy on one seeded split of one data set."""
+    strat = data.y if data.kind != "regression" else None
+    index = np.arange(data.y.size)
+    rest, test = train_test_split(index, test_size=0.2, stratify=strat, random_state=seed)
+    train, val = train_test_split(rest, test_size=0.25, random_state=seed,
+                                  stratify=None if strat is None else strat[rest])
+    X, y = data.X, data.y
+    Xtr, ytr, Xva, yva, Xte, yte = X[train], y[train], X[val], y[val], X[test], y[test]
+    loss = "squared" if data.kind == "regression" else "log"
+    started = time.perf_counter()
+    predict, scorer = fit_predictor(data, Xtr, ytr, seed)
+    fit_seconds = time.perf_counter() - started
+    fallback = per_set_rule(data, scorer, Xva, yva)
+    started = time.perf_counter()
+    ours = ConditionedAcquisition(max_groups=MAX_GROUPS, random_state=seed).fit(
+        predict, Xva, yva, groups=data.groups, costs=data.costs, loss=loss, fallback=fallback)
+    policy_seconds = time.perf_counter() - started
+    aaco = ConditionedAcquisition(max_groups=MAX_GROUPS, gate=False).fit(
+        predict, Xva, yva, groups=data.groups, costs=data.costs, loss=loss,
+        fallback=fallback, table=ours.table_)
+    greedy = GreedyNeighbours(max_groups=MAX_GROUPS).fit(
+        predict, Xva, yva, groups=data.groups, costs=data.costs, loss=loss,
+        fallback=fallback, table=ours.table_)
+    total = float(data.costs.sum())
+    key = primary(data)
+
+    def evaluate(sets: list[tuple[int, ...]]) -> dict[str, float]:
+        out = metrics(data, yte, predict(masked_rows(data, Xte, sets)))
+        out["mean_cost"] = float(np.mean([data.costs[list(S)].sum() for S in sets]))
+        return out
+
+    full = evaluate([tuple(range(len(data.groups)))] * len(yte))
+    empty = evaluate([()] * len(yte))
+    test_table = LossTable(predict, Xte, yte, groups=data.groups, costs=data.costs, loss=loss,
+                           pool=ours.pool_)
+    rng = np.random.default_rng(seed)
+    runners = {
+        "ours": lambda x, cap: ours.episode(x, max_cost=cap, exchange_rate=CAP_RATE
+                                            if ours.per_example_ else None),
+        "aaco": lambda x, cap: aaco.episode(x, max_cost=cap, exchange_rate=CAP_RATE),
+        "greedy-knn": lambda x, cap: greedy.episode(x, max_cost=cap, exchange_rate=CAP_RATE),
+        "random": lambda x, cap: random_episode(data.costs, cap, rng),
+    }
+    result: dict[str, Any] = {"dataset": name, "seed": seed, "full": full, "empty": empty,
+                              "gate": ours.gate_, "fit_seconds": fit_seconds,
+                              "policy_fit_seconds": policy_seconds, "policies": {}}
+    for policy in ("ours", "aaco", "greedy-knn", "per-set", "random", "oracle"):
+        caps = []
+        decide_seconds, decisions = 0.0, 0
+        for fraction in CAP_FRACTIONS:
+            cap = fraction * total
+            if policy == "per-set":
+                path = ours.episode(Xte[0], max_cost=cap, per_example=False,
+                                    fallback=fallback)
+                sets = [tuple(sorted(path))] * len(yte)
+            elif policy == "oracle":
+                sets = oracle_sets(test_table, cap)
+            else:
+                started = time.perf_counter()
+                sets = [tuple(sorted(runners[policy](x, cap))) for x in Xte]
+                decide_seconds += time.perf_counter() - started
+                decisions += sum(len(S) + 1 for S in sets)
+            caps.append({"fraction": fraction, "cap": cap, **evaluate(sets)})
+        points = [(c["mean_cost"], c[key]) for c in caps]
+        entry = {"caps": caps, "area": curve_area(points, empty[key], total),
+                 "cost_to_99": cost_to_reach(points, 0.99 * full[key])}
+        if decisions:
+            entry["ms_per_decision"] = 1000 * decide_seconds / decisions
+        result["policies"][policy] = entry
+    if not quick:   # the exchange-rate sweep, no cap
+        base = ours.table_.column_means(np.array([0, ours.table_.full]))
+        unit = max(float(base[0] - base[1]), 1e-12) / total
+        for policy, model in (("ours", ours), ("aaco", aaco), ("greedy-knn", greedy)):
+            sweep = []
+            for scale in LAMBDA_SCALES:
+                sets = [tuple(sorted(model.episode(x, max_cost=None,
+                                                   exchange_rate=scale * unit)))
+                        for x in Xte]
+                sweep.append({"lambda": scale * unit, **evaluate(sets)})
+            result["policies"][policy]["lambda_sweep"] = sweep
+    cegb = cegb_points(data, Xtr, ytr, Xte, yte, seed)
+    points = [(c["mean_cost"], c[key]) for c in cegb]
+    result["policies"]["cegb"] = {"points": cegb, "area": curve_area(points, empty[key], total),
+                                  "cost_to_99": cost_to_reach(points, 0.99 * full[key])}
+    result["policies"]["full"] = {"area": full[key], "cost_to_99": total}
+    return result
+
+
+# ----------------------------------------------------------------------------- Spambase
+def run_spambase(path: Path) -> dict[str, Any]:
+    """GDFS's Spambase protocol (module docstring): AUROC and accuracy (%) at each k."""
+    raw = np.genfromtxt(path, delimiter=",", skip_header=1)
+    X, y = raw[:, :-1] - raw[:, :-1].mean(axis=0), raw[:, -1]
+    index = np.arange(y.size)
+    np.random.default_rng(0).shuffle(index)
+    n_test = int(0.2 * y.size)
+    test, val, train = index[:n_test], index[n_test:2 * n_test], index[2 * n_test:]
+    data = Data(X, y, "binary", [[f] for f in range(X.shape[1])], np.ones(X.shape[1]),
+                [f"feature {f}" for f in range(X.shape[1])], str(path.name))
+    started = time.perf_counter()
+    predict, scorer = fit_predictor(data, X[train], y[train], 0)
+    fit_seconds = time.perf_counter() - started
+    rule = per_set_rule(data, scorer, X[val], y[val])
+    order: list[int] = []
+    while len(order) < max(SPAMBASE_K):          # the per-set rule's own path from {}
+        order.append(rule(tuple(sorted(order)), None))
+    order += [g for g in range(X.shape[1]) if g not in order]
+
+    def fallback(S, max_cost):
+        """The per-set rule's order: its own choice on its path, the next group of that
+        path not yet computed elsewhere (each feature costs 1)."""
+        have = set(S)
+        room = len(order) if max_cost is None else max_cost - len(have)
+        return next((g for g in order if g not in have), None) if room >= 1 else None
+
+    pool = order[:MAX_GROUPS]
+    common = {"groups": data.groups, "costs": data.costs, "loss": "log", "pool": pool,
+              "fallback": fallback}
+    started = time.perf_counter()
+    ours = ConditionedAcquisition(max_groups=MAX_GROUPS).fit(predict, X[val], y[val], **common)
+    policy_seconds = time.perf_counter() - started
+    aaco = ConditionedAcquisition(max_groups=MAX_GROUPS, gate=False).fit(
+        predict, X[val], y[val], **common, table=ours.table_)
+    greedy = GreedyNeighbours(max_groups=MAX_GROUPS).fit(predict, X[val], y[val],
+                                                         **common, table=ours.table_)
+    Xte, yte = X[test], y[test]
+    rows = []
+    for j, k in enumerate(SPAMBASE_K):
+        row: dict[str, Any] = {"k": k, "gdfs_auroc": GDFS_AUROC[j],
+                               "gdfs_accuracy": GDFS_ACCURACY[j]}
+        for name, model in (("per-set", None), ("ours", ours), ("aaco", aaco),
+                            ("greedy-knn", greedy)):
+            if model is None:
+                path_ = tuple(sorted(ours.episode(Xte[0], max_cost=k, per_example=False,
+                                                  fallback=fallback)))
+                sets = [path_] * yte.size
+            else:
+                sets = [tuple(sorted(model.episode(x, max_cost=k))) for x in Xte]
+            out = metrics(data, yte, predict(masked_rows(data, Xte, sets)))
+            row[f"{name}_auroc"] = round(100 * out["auroc"], 2)
+            row[f"{name}_accuracy"] = round(100 * out["accuracy"], 2)
+        rows.append(row)
+        print(f"spambase k={k}: " + ", ".join(f"{key} {value}" for key, value in row.items()
+                                              if key != "k"), flush=True)
+    return {"rows": rows, "gate": ours.gate_, "order": order[:max(SPAMBASE_K)],
+            "fit_seconds": fit_seconds,
+            "policy_fit_seconds": policy_seconds, "split": {"train": int(train.size),
+                                                            "val": int(val.size),
+                                                            "test": int(test.size)}}
+
+
+# ---------------------------------------------------------------------------- aggregates
+def aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per data set and policy: mean and standard error over seeds of the area, the paired
+    difference to the per-set rule and to AACO, the metric at each cap, cost to 99 %."""
+    out: dict[str, Any] = {}
+    for name in sorted({r["dataset"] for r in results}):
+        mine = [r for r in results if r["dataset"] == name]
+        entry = {}
+        for policy in POLICIES:
+            areas = np.array([r["policies"][policy]["area"] for r in mine])
+            row: dict[str, Any] = {"area": float(areas.mean()),
+                                   "area_se": _se(areas)}
+            for other in ("per-set", "aaco"):
+                diff = areas - np.array([r["policies"][other]["area"] for r in mine])
+                row[f"vs_{other}"] = float(diff.mean())
+                row[f"vs_{other}_se"] = _se(diff)
+            reach = [r["policies"][policy]["cost_to_99"] for r in mine]
+            row["cost_to_99"] = None if None in reach else float(np.mean(reach))
+            if "caps" in mine[0]["policies"][policy]:
+                key = "ev" if "ev" in mine[0]["full"] else "accuracy"
+                row["at_caps"] = [float(np.mean([r["policies"][policy]["caps"][j][key]
+                                                 for r in mine]))
+                                  for j in range(len(CAP_FRACTIONS))]
+            ms = [r["policies"][policy].get("ms_per_decision") for r in mine]
+            if ms[0] is not None:
+                row["ms_per_decision"] = float(np.mean(ms))
+            entry[policy] = row
+        entry["gate_on"] = sum(bool(r["gate"]["per_example"]) for r in mine)
+        entry["seeds"] = len(mine)
+        out[name] = entry
+    return out
+
+
+def _se(values: np.ndarray) -> float:
+    return float(values.std(ddof=1) / np.sqrt(values.size)) if values.size > 1 else 0.0
+
+
+def report(aggregates: dict[str, Any], spambase: dict[str, Any] | None) -> str:
+    rows = []
+    for name, entry in aggregates.items():
+        for policy in POLICIES:
+            a = entry[policy]
+            caps = a.get("at_caps")
+            rows.append({"data set": name, "policy": policy,
+                         "area": f"{a['area']:.4f} ± {a['area_se']:.4f}",
+                         "vs per-set": f"{a['vs_per-set']:+.4f}",
+                         "vs aaco": f"{a['vs_aaco']:+.4f}",
+                         "at 25 / 50 / 100 %": "" if caps is None else
+                         " / ".join(f"{caps[j]:.3f}" for j in (1, 2, 4)),
+                         "cost to 99 %": a["cost_to_99"],
+                         "gate on": f"{entry['gate_on']}/{entry['seeds']}"
+                         if policy == "ours" else ""})
+    text = table(rows, ["data set", "policy", "area", "vs per-set", "vs aaco",
+                        "at 25 / 50 / 100 %", "cost to 99 %", "gate on"],
+                 "Area under metric vs mean cost (mean ± se over seeds)")
+    if spambase:
+        columns = ["k", "gdfs_auroc", "per-set_auroc", "ours_auroc", "aaco_auroc",
+                   "gdfs_accuracy", "per-set_accuracy", "ours_accuracy", "aaco_accuracy"]
+        text += "\n" + table(spambase["rows"], columns, "Spambase, GDFS's protocol (%)")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 small sets, 1 seed")
+    parser.add_argument("--datasets", help="comma-separated names, or 'none'")
+    parser.add_argument("--seeds", type=int)
+    parser.add_argument("--n", type=int, help="rows of each generated set")
+    parser.add_argument("--spambase", type=Path, help="the Spambase CSV (UCI); default: "
+                        "the data folder next to the repository, skipped by --quick")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "acquisition.json")
+    args = parser.parse_args(argv)
+    names = list(QUICK_DATASETS if args.quick else DATASETS) if args.datasets is None else \
+        [] if args.datasets == "none" else args.datasets.split(",")
+    unknown = [n for n in names if n not in DATASETS]
+    if unknown:
+        parser.error(f"unknown data sets {unknown}; known: {sorted(DATASETS)}")
+    seeds = args.seeds or (1 if args.quick else 3)
+    n = args.n or (800 if args.quick else 2000)
+    results: list[dict[str, Any]] = []
+    spambase = None
+
+    def write() -> str:
+        aggregates = aggregate(results) if results else {}
+        payload = {"config": {"quick": args.quick, "datasets": names, "seeds": seeds, "n": n,
+                              "cap_fractions": CAP_FRACTIONS, "lambda_scales": LAMBDA_SCALES,
+                              "cegb_scales": CEGB_SCALES, "max_groups": MAX_GROUPS,
+                              "policies": POLICIES},
+                   "machine": machine(),
+                   "datasets": {name: _describe(DATASETS[name](n, 0)) for name in names},
+                   "results": results, "aggregates": aggregates, "spambase": spambase}
+        args.out.write_text(json.dumps(payload, indent=1, default=float))
+        return report(aggregates, spambase)
+
+    for name in names:
+        for seed in range(seeds):
+            started = time.perf_counter()
+            data = DATASETS[name](n, seed)
+            results.append(run_dataset(name, data, seed, args.quick))
+            ours = results[-1]["policies"]
+            print(f"{name} seed {seed}: ours {ours['ours']['area']:.4f}, per-set "
+                  f"{ours['per-set']['area']:.4f}, aaco {ours['aaco']['area']:.4f} "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+        write()
+    spambase_path = args.spambase or (None if args.quick else DEFAULT_SPAMBASE)
+    if spambase_path is not None:
+        if spambase_path.exists():
+            spambase = run_spambase(spambase_path)
+        else:
+            print(f"no Spambase CSV at {spambase_path}: skipped", flush=True)
+    print(write())
+    return 0
+
+
+def _describe(data: Data) -> dict[str, Any]:
+    return {"kind": data.kind, "source": data.source, "rows": int(data.y.size),
+            "groups": [{"name": n, "features": len(g), "cost": float(c)}
+                       for n, g, c in zip(data.names, data.groups, data.costs, strict=True)]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
