@@ -14,8 +14,8 @@ from clients.http import (
     ServiceError,
     Versions,
 )
-from clients.stream import NotReplicatedError, StreamProducer
+from clients.stream import NotReplicatedError, StreamProducer, UnknownModelError
 
 __all__ = ["Accepted", "AsyncFeaturebudgetClient", "BudgetedPrediction", "FeaturebudgetClient",
            "Feedback", "Job", "ModelInfo", "NextStep", "NotReplicatedError", "Prediction",
-           "ServiceError", "StreamProducer", "Versions"]
+           "ServiceError", "StreamProducer", "UnknownModelError", "Versions"]

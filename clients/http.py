@@ -109,12 +109,13 @@ class ModelInfo:
     train_examples: int | None = None
     validation_examples: int | None = None
     incarnation: str | None = None  # a new id at every creation of a model of this name
+    warnings: list[str] | None = None  # creation only: what the model needs that is missing
 
     _FIELDS = ("name", "algorithm", "params", "budget", "n_features", "hash_bits",
                "examples_applied", "log_position", "log_end", "progressive_accuracy",
                "n_selected", "selected_features", "family", "task", "groups", "version",
                "version_created_at", "trained_through", "train_examples",
-               "validation_examples", "incarnation")
+               "validation_examples", "incarnation", "warnings")
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ModelInfo:
@@ -282,6 +283,13 @@ def _budgeted(name: str, data: dict[str, Any]) -> BudgetedPrediction:
     return BudgetedPrediction.from_json(data)
 
 
+def _examples_params(wait: bool, dry_run: bool) -> dict[str, str] | None:
+    params = {"wait": "true"} if wait else {}
+    if dry_run:
+        params["dry_run"] = "true"
+    return params or None
+
+
 def _key_header(idempotency_key: str | None) -> dict[str, str]:
     return {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
 
@@ -399,12 +407,14 @@ class FeaturebudgetClient:
         return Accepted.from_json(_check(response).json())
 
     def post_libsvm(self, name: str, text: bytes | str, *, wait: bool = False,
-                    idempotency_key: str | None = None) -> Accepted:
+                    idempotency_key: str | None = None, dry_run: bool = False) -> Accepted:
+        """Append libsvm lines; ``dry_run``: check them as an append would and append
+        nothing (``accepted`` counts them, ``log_ids`` is empty)."""
         response = self.http.post(f"/v1/models/{name}/examples",
                                   content=text.encode() if isinstance(text, str) else text,
                                   headers={"Content-Type": "text/plain",
                                            **_key_header(idempotency_key)},
-                                  params={"wait": "true"} if wait else None)
+                                  params=_examples_params(wait, dry_run))
         return Accepted.from_json(_check(response).json())
 
     def post_binary(self, name: str, payload: bytes, *, wait: bool = False,
@@ -576,12 +586,13 @@ class AsyncFeaturebudgetClient:
         return Accepted.from_json(_check(response).json())
 
     async def post_libsvm(self, name: str, text: bytes | str, *, wait: bool = False,
-                          idempotency_key: str | None = None) -> Accepted:
+                          idempotency_key: str | None = None,
+                          dry_run: bool = False) -> Accepted:
         response = await self.http.post(
             f"/v1/models/{name}/examples",
             content=text.encode() if isinstance(text, str) else text,
             headers={"Content-Type": "text/plain", **_key_header(idempotency_key)},
-            params={"wait": "true"} if wait else None)
+            params=_examples_params(wait, dry_run))
         return Accepted.from_json(_check(response).json())
 
     async def post_binary(self, name: str, payload: bytes, *, wait: bool = False,

@@ -25,10 +25,12 @@ What is written is applied: before anything is written, every batch is checked t
 model's fold reads it (the same parser: indices within the model's dimension and int32, no
 duplicate index in an example, values finite with |x| < 2^50 after the float32 cast, labels
 ±1 or finite targets, libsvm text as the model reads it), against the model's stored config
-(read from Redis once; a model not created yet is checked against what any model takes).
-A batch the fold would refuse raises :class:`InvalidBatchError` naming the example and the
-field, and nothing of it is written: the only dead letters are then those of other
-producers.
+(read from Redis once). A model that does not exist is refused at the first write:
+:class:`UnknownModelError` names it and the models that do (a misspelled name would write
+to a stream nothing reads); ``require_model=False`` writes ahead of a model's creation,
+checked against what any model takes. A batch the fold would refuse raises
+:class:`InvalidBatchError` naming the example and the field, and nothing of it is written:
+the only dead letters are then those of other producers.
 
 With ``min_replicas=k`` every write is followed by ``WAIT k`` on its connection (on a
 cluster, on the master of the model's slot) and raises :class:`NotReplicatedError` when
@@ -55,6 +57,19 @@ class InvalidBatchError(ValueError):
     def __init__(self, message: str, errors: list[dict]) -> None:
         super().__init__(message)
         self.errors = errors
+
+
+class UnknownModelError(ValueError):
+    """No model of this name exists on the producer's Redis: nothing was written.
+    ``model``: the name; ``known``: the names of the models that exist."""
+
+    def __init__(self, model: str, known: list[str]) -> None:
+        shown = ", ".join(repr(name) for name in known[:20]) or "none"
+        more = f" and {len(known) - 20} more" if len(known) > 20 else ""
+        super().__init__(f"no model named {model!r} on this Redis (nothing was written; "
+                         f"create it first): the models are {shown}{more}")
+        self.model = model
+        self.known = known
 
 
 _MAX_DIMENSION = 1 << 31  # the largest model dimension (hash_bits 31); int32 indices
@@ -157,7 +172,8 @@ class StreamProducer:
     def __init__(self, redis_url_or_client, model: str, *, batch_size: int = 100,
                  value_bytes: int = 4, pipeline_entries: int = 32,
                  targets: bool = False, idempotency_retention_seconds: float = 86_400.0,
-                 min_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
+                 min_replicas: int = 0, wait_timeout_ms: int = 1000,
+                 require_model: bool = True) -> None:
         if min_replicas < 0 or wait_timeout_ms < 1:
             raise ValueError("min_replicas must be >= 0 and wait_timeout_ms >= 1")
         if isinstance(redis_url_or_client, str):
@@ -177,13 +193,15 @@ class StreamProducer:
         self._rows: list[tuple[np.ndarray, np.ndarray, float]] = []
         self._pending: list[bytes] = []
         self.ids: list[str] = []
+        self.require_model = require_model
         self._fold: _Fold | None = None
         self._fold_checked = -np.inf  # monotonic time the model's config was last read
 
     # -------------------------------------------------------------- checks
     def _model_fold(self) -> _Fold:
-        """The model's fold parser, from its stored config (read once; while the model does
-        not exist, read again at most once a second)."""
+        """The model's fold parser, from its stored config (read once). UnknownModelError
+        while the model does not exist; with ``require_model=False`` the parser of any
+        model, the config read again at most once a second."""
         known = self._fold is not None and self._fold.spec is not None
         now = time.monotonic()
         if not known and now - self._fold_checked >= _UNKNOWN_RECHECK_SECONDS:
@@ -197,8 +215,18 @@ class StreamProducer:
                     spec = ModelSpec.model_validate_json(raw)
                 except ValueError:  # not a config this version reads: check what any takes
                     spec = None
+            elif self.require_model:
+                self._fold_checked = -np.inf  # asked again at the next write
+                known = sorted(k.decode() if isinstance(k, bytes) else k
+                               for k in self.client.hkeys(wire.MODELS_KEY))
+                raise UnknownModelError(self.model, known)
             self._fold = _Fold(spec)
         return self._fold
+
+    def check_libsvm(self, text: bytes) -> None:
+        """InvalidBatchError (``line``: 1-based in ``text``) unless the model's fold would
+        apply these libsvm lines whole; writes nothing."""
+        self._check_entry({b"fmt": b"libsvm", b"data": bytes(text)})
 
     def _check_entry(self, fields: dict, first_row: int = 0) -> None:
         """InvalidBatchError unless the model's fold would apply this entry whole."""
@@ -254,6 +282,7 @@ class StreamProducer:
         InvalidBatchError here, with nothing buffered; the rest of what the fold checks is
         checked once per entry, when ``batch_size`` rows are sealed (or at ``flush``): a
         refused entry raises there and none of its rows is written."""
+        self._model_fold()  # UnknownModelError before anything is buffered
         indices = np.asarray(indices)
         values = np.asarray(values, dtype=np.float64)
         indptr = np.array([0, len(indices)], dtype=np.int64)

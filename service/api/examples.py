@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import orjson
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from service import metrics
 from service.api.deps import (
@@ -36,8 +36,11 @@ def _media_type(request: Request) -> str:
 @router.post("/examples", status_code=202, response_model=ExamplesAccepted,
              openapi_extra=EXAMPLES_BODY,
              dependencies=[WriteAccess])
-async def post_examples(model: str, request: Request, manager: Manager,
-                        settings: AppSettings, wait: bool = False) -> dict:
+async def post_examples(model: str, request: Request, response: Response, manager: Manager,
+                        settings: AppSettings, wait: bool = False,
+                        dry_run: bool = Query(False, description=(
+                            "check the body as it would be appended and append nothing "
+                            "(200, empty log_ids)"))) -> dict:
     host = await manager.get(model)
     body = await read_body(request, settings.max_body_bytes)
     media_type = _media_type(request)
@@ -52,6 +55,9 @@ async def post_examples(model: str, request: Request, manager: Manager,
     key = request.headers.get("idempotency-key")
     if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
         raise item_error("must be 1 to 128 visible ASCII characters", field="Idempotency-Key")
+    if dry_run:  # parsed and checked as an append would be; nothing is appended
+        response.status_code = 200
+        return {"model": host.name, "accepted": len(batch), "log_ids": [], "applied": False}
     repeated, accepted = False, len(batch)
     try:
         ids = await manager.append(host, [batch], fmt, idempotency_key=key)

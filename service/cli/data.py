@@ -1,5 +1,5 @@
-"""Data commands: ``load`` (bulk-load a libsvm file into a model) and ``fit-statistics``
-(an anytime model's statistics from files, on Dask)."""
+"""Data commands: ``load`` (bulk-load a libsvm file into a model, checked first) and
+``fit-statistics`` (an anytime model's statistics from files, on Dask)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,19 @@ from service.storage import schemes
 
 
 def _load(args: argparse.Namespace) -> int:
-    from clients.loader import load_file
+    from clients.loader import LoadError, load_file
 
-    result = load_file(args.file, args.model, via=args.via, url=args.url,
-                       redis_url=args.redis_url, api_key=args.api_key,
-                       batch_size=args.batch_size, wait=args.wait,
-                       progress=not args.quiet)
+    try:
+        result = load_file(args.file, args.model, via=args.via, url=args.url,
+                           redis_url=args.redis_url, api_key=args.api_key,
+                           batch_size=args.batch_size, wait=args.wait,
+                           progress=not args.quiet, check=args.check, skip=args.skip)
+    except LoadError as exc:
+        print(f"featurebudget load: {exc}", file=sys.stderr)
+        return exc.status
+    if result["repeated"]:
+        print(f"featurebudget load: {result['repeated']:,} examples were appended by an "
+              "earlier load of the same file and were not appended again", file=sys.stderr)
     print(json.dumps(result))
     return 0
 
@@ -138,18 +145,49 @@ def add_fit_statistics(commands) -> None:
     command.set_defaults(handler=_fit_statistics)
 
 
+_LOAD_EXAMPLES = """examples:
+  featurebudget load train.svm --model spam --wait      # check the file, load it, wait
+  featurebudget load train.svm --model spam --skip 2000 # go on after the first 2,000
+  featurebudget load big.svm --model spam --no-check    # stream without checking first
+  featurebudget load train.svm --model spam --via stream --redis-url redis://127.0.0.1:6379/0
+
+The whole file is checked first, as the model would take it (nothing is appended unless
+every line passes); errors name the file's own line. Each chunk is appended under an
+idempotency key of its content and place in the file, so running the same command again
+after a failure appends only what is missing (within the service's idempotency retention,
+a day by default); --skip N leaves out the file's first N examples. Exit status 2 for the
+file (unreadable, a line the model refuses), 1 for the service (unknown model,
+unreachable); the message says how many examples were appended before a failure."""
+
+
 def add_load(commands) -> None:
     """``load``."""
-    load = commands.add_parser("load", help="bulk-load a libsvm file into a model")
-    load.add_argument("file")
-    load.add_argument("--model", required=True)
-    load.add_argument("--via", choices=("rest", "stream"), default="rest")
+    load = commands.add_parser(
+        "load", help="bulk-load a libsvm file into a model (checked first)",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_LOAD_EXAMPLES,
+        description="Append the examples of a libsvm FILE to model --model, BATCH_SIZE "
+                    "per request\n(or per stream entry), after checking all of them.")
+    load.add_argument("file", metavar="FILE", help="a libsvm file (label index:value ...)")
+    load.add_argument("--model", required=True, help="the model to load into")
+    load.add_argument("--via", choices=("rest", "stream"), default="rest",
+                      help="rest: POST /examples to --url (default); stream: XADD to the "
+                           "model's Redis stream at --redis-url (online models)")
     load.add_argument("--url", default=os.environ.get("FEATUREBUDGET_URL",
-                                                      "http://127.0.0.1:8000"))
-    load.add_argument("--redis-url", default=schemes.redis_url_in_env())
-    load.add_argument("--api-key", default=os.environ.get("FEATUREBUDGET_API_KEY"))
-    load.add_argument("--batch-size", type=int, default=1000)
+                                                      "http://127.0.0.1:8000"),
+                      help="the service (default $FEATUREBUDGET_URL or "
+                           "http://127.0.0.1:8000)")
+    load.add_argument("--redis-url", default=schemes.redis_url_in_env(),
+                      help="--via stream: the service's Redis (default "
+                           "$FEATUREBUDGET_STORAGE_URL or $FEATUREBUDGET_REDIS_URL)")
+    load.add_argument("--api-key", default=os.environ.get("FEATUREBUDGET_API_KEY"),
+                      help="X-API-Key, a write key (default $FEATUREBUDGET_API_KEY)")
+    load.add_argument("--batch-size", type=int, default=1000,
+                      help="examples per request or stream entry (default 1000)")
+    load.add_argument("--no-check", dest="check", action="store_false",
+                      help="do not check the whole file first: append as it is read (a bad "
+                           "line stops the load after the chunks before it)")
+    load.add_argument("--skip", type=int, default=0, metavar="N",
+                      help="leave out the file's first N examples (resume a load)")
     load.add_argument("--wait", action="store_true", help="return once everything is applied")
     load.add_argument("--quiet", action="store_true", help="no progress bar")
     load.set_defaults(handler=_load)
-

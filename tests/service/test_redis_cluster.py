@@ -160,7 +160,8 @@ def test_the_raw_reader_follows_a_failover_of_its_master(cluster_url):
         storage = RedisStorage(cluster_url)
         await storage.open()
         try:
-            producer = StreamProducer(redis_client(cluster_url), name, batch_size=1)
+            producer = StreamProducer(redis_client(cluster_url), name, batch_size=1,
+                                      require_model=False)  # (no model: the log alone)
             producer.add_libsvm(b"1 1:1\n")
             reader = storage.reader(name, "consumer")
             await reader.start(None)
