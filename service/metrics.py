@@ -101,6 +101,11 @@ MODEL_INFO = Gauge(
     "predictions) and algorithm; join on model to split any metric by kind",
     ["model", "kind", "algorithm"], multiprocess_mode="max")
 
+ORPHAN_STREAMS = Gauge(
+    "featurebudget_orphan_streams",
+    "Log streams on Redis with no model to read them (a producer writing to a misspelled or "
+    "deleted model's name); /readyz lists them", multiprocess_mode="max")
+
 # Every metric whose first label is the model, for forget_model.
 _PER_MODEL = (EXAMPLES_INGESTED, EXAMPLES_REPEATED, EXAMPLES_APPLIED, EXAMPLES_REJECTED,
               DEADLETTER_ENTRIES, UPDATE_SECONDS, PREDICT_SECONDS, PREDICTIONS, FEEDBACK,

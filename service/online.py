@@ -136,8 +136,10 @@ class OnlineModels:
         else:
             ok = await self.folds[host.name].wait_applied(log_id, timeout)
         if not ok:
-            raise WaitTimeoutError(f"entries up to {log_id} were not applied within {timeout} "
-                                   "s; they are in the log and will be")
+            from service.fold_cause import not_applied  # (the cause: who folds it)
+
+            raise WaitTimeoutError(await not_applied(self.storage, self.settings, host.name,
+                                                     host.kind, log_id, timeout))
 
     async def refresh_view(self, host: ModelHost) -> None:
         """A process that does not fold the model: fetch the serving view when its token

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import time
+import weakref
+
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
@@ -9,6 +13,25 @@ from service import metrics
 from service.api.deps import Manager
 
 router = APIRouter(tags=["health"])
+ORPHANS_EVERY = 30.0  # seconds between two looks (a SCAN of every key) for orphan streams
+_orphans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # storage -> (when, names)
+
+
+async def orphan_streams(storage) -> list[str]:
+    """The models named by a log stream that no model reads (a producer wrote to a name
+    that does not exist): at most one look per ``ORPHANS_EVERY`` s (a SCAN, then the
+    model list); the gauge follows. On a storage error, the last answer."""
+    when, names = _orphans.get(storage, (-math.inf, []))
+    if time.monotonic() - when < ORPHANS_EVERY:
+        return names
+    try:
+        streams = await storage.stream_models()
+        names = sorted(streams - set(await storage.load_models())) if streams else []
+    except Exception:  # (readiness reports the storage itself)
+        return names
+    _orphans[storage] = (time.monotonic(), names)
+    metrics.ORPHAN_STREAMS.set(len(names))
+    return names
 
 
 @router.get("/healthz")
@@ -44,10 +67,16 @@ async def readyz(manager: Manager) -> Response:
         return Response(orjson.dumps(body), status_code=503, media_type="application/json")
     body = {"status": "ready", "backend": manager.storage.kind,
             "models": len(manager.all_hosts())}
+    orphans = await orphan_streams(manager.storage)
+    if orphans:  # reported, not failing readiness: the service itself is fine
+        body["orphan_streams"] = orphans
+        body["detail"] = (f"log streams with no model to read them: {', '.join(orphans)} "
+                          "(a producer writes to a model that does not exist)")
     return Response(orjson.dumps(body), media_type="application/json")
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-async def get_metrics() -> Response:
+async def get_metrics(manager: Manager) -> Response:
+    await orphan_streams(manager.storage)  # (the gauge, at most once per ORPHANS_EVERY)
     data, content_type = metrics.render()
     return Response(data, media_type=content_type)

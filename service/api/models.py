@@ -5,20 +5,42 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import APIRouter, Query, Response
+from pydantic import Field
 
 from service.api.deps import KeyCheckedRoute, Manager, ReadAccess, WriteAccess
 from service.api.openapi import CREATE_LINKS, LIST_LINKS
+from service.fold_cause import NO_WORKER, batch_workers
 from service.schemas import BatchModelPublic, ModelCreate, ModelPublic, SelectedFeature
 
 router = APIRouter(prefix="/v1/models", tags=["models"], route_class=KeyCheckedRoute)
 AnyModel = ModelPublic | BatchModelPublic
+_WARNINGS = ("what the model needs that is missing, e.g. a batch model on Redis with no "
+             "`featurebudget worker` running")
 
 
-@router.post("", status_code=201, response_model=AnyModel, dependencies=[WriteAccess],
-             responses={201: CREATE_LINKS})
+class CreatedModel(ModelPublic):
+    warnings: list[str] = Field(default_factory=list, description=_WARNINGS)
+
+
+class CreatedBatchModel(BatchModelPublic):
+    warnings: list[str] = Field(default_factory=list, description=_WARNINGS)
+
+
+@router.post("", status_code=201, response_model=CreatedModel | CreatedBatchModel,
+             dependencies=[WriteAccess], responses={201: CREATE_LINKS})
 async def create_model(body: ModelCreate, manager: Manager) -> dict:
     host = await manager.create(body)
-    return await host.describe()
+    return {**await host.describe(), "warnings": await _warnings(manager, host)}
+
+
+async def _warnings(manager, host) -> list[str]:
+    """A batch model on a shared backend that no live batch worker will fold."""
+    if host.kind != "batch" or not manager.storage.shared or manager.batch.worker is not None:
+        return []
+    if await batch_workers(manager.storage, manager.settings):
+        return []
+    return [NO_WORKER]
+
 
 
 @router.get("", dependencies=[ReadAccess], responses={200: LIST_LINKS})

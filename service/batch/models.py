@@ -211,8 +211,10 @@ class BatchModels:
         fold = self.fold(host.name)
         local = fold.wait_applied if fold is not None and fold.owner else None
         if not await wait_position(self.storage, host.name, log_id, timeout, local):
-            raise WaitTimeoutError(f"entries up to {log_id} were not applied within {timeout} "
-                                   "s; they are in the log and will be")
+            from service.fold_cause import not_applied  # (the cause: who folds it)
+
+            raise WaitTimeoutError(await not_applied(self.storage, self.settings, host.name,
+                                                     host.kind, log_id, timeout))
 
     async def describe(self, host: BatchHost) -> dict[str, Any]:
         log_end = await self.storage.log_end(host.name)

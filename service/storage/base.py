@@ -216,6 +216,16 @@ class Storage(abc.ABC):
     async def leave(self, role: str, process_id: str) -> None:  # noqa: B027
         """Unregister at a clean stop."""
 
+    async def live_members(self, role: str, lease_seconds: float) -> list[str]:
+        """The live members of ``role`` (renewed within two thirds of ``lease_seconds``),
+        read without registering. Empty on a single-process backend."""
+        return []
+
+    async def stream_models(self) -> set[str]:
+        """The model names of every log stream a producer may write to (O(keys) on Redis:
+        a SCAN). Empty on a single-process backend."""
+        return set()
+
     async def lease_holder(self, model: str) -> str | None:
         """The process holding the model's lease, None when it is free."""
         return None

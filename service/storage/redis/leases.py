@@ -1,7 +1,9 @@
 """Who folds a model, and what it publishes, on Redis: the lease (a key with a TTL, renewed
 and released by scripts), heartbeats, the applied position, placement's members per role,
-and the fenced serving view. Each call is one round trip, O(1) but for
-:meth:`LeasesMixin.heartbeats` (O(models)) and :meth:`LeasesMixin.members` (O(members)).
+and the fenced serving view, and which streams have a model to read them. Each call is one
+round trip, O(1) but for :meth:`LeasesMixin.heartbeats` (O(models)),
+:meth:`LeasesMixin.members` / :meth:`LeasesMixin.live_members` (O(members)) and
+:meth:`LeasesMixin.stream_models` (a SCAN: O(keys), in rounds of 1,000).
 """
 
 from __future__ import annotations
@@ -77,6 +79,26 @@ class LeasesMixin:
 
     async def leave(self, role: str, process_id: str) -> None:
         await self.client.hdel(wire.members_key(role), process_id)
+
+    async def live_members(self, role: str, lease_seconds: float) -> list[str]:
+        now, live = time.time(), []
+        for member, value in (await self.client.hgetall(wire.members_key(role))).items():
+            try:
+                until = float(text(value).split()[1])
+            except (IndexError, ValueError):
+                continue
+            if until - now >= lease_seconds / 3:  # renewed within two thirds of a lease
+                live.append(text(member))
+        return sorted(live)
+
+    async def stream_models(self) -> set[str]:
+        head, tail = f"{wire.KEY_PREFIX}:{{", "}:examples"
+        names = set()
+        async for key in self.client.scan_iter(match=f"{head}*{tail}", count=1000,
+                                               _type="STREAM"):
+            key = text(key)
+            names.add(key[len(head):-len(tail)])
+        return names
 
     async def lease_holder(self, model: str) -> str | None:
         value = await self.client.get(wire.lease_key(model))
