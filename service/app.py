@@ -26,6 +26,7 @@ from service.api import batch, examples, health, models, snapshots
 from service.api.deps import presented_key
 from service.api.openapi import ERROR_RESPONSES
 from service.api.predict_path import PredictPath
+from service.batch.page import CONTENT_SECURITY_POLICY
 from service.errors import ServiceError
 from service.kernel_cache import warm_batch_kernels, warm_kernels
 from service.manager import ModelManager
@@ -76,6 +77,53 @@ class BodyLimitMiddleware:
                     await response(scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+
+class AnswerMiddleware:
+    """The outermost of the app's middleware, for every HTTP answer:
+
+    * headers: ``X-Content-Type-Options: nosniff`` on every answer, and the pages' strict
+      ``Content-Security-Policy`` (service/batch/page.py) on every answer but the
+      interactive docs' (``exempt``: Swagger UI and ReDoc load their script from a CDN);
+    * an unexpected error is answered here by the app's ``Exception`` handler (a
+      problem+json 500 that logs the traceback once). Left to Starlette's outermost
+      middleware it is answered too but then re-raised to the server, which logs the
+      traceback a second time. An error after the answer began is logged and the request
+      ends there (the server closes the connection).
+
+    O(headers) per answer."""
+
+    def __init__(self, app, *, handlers: dict, exempt: tuple[str | None, ...]) -> None:
+        self.app = app
+        self.handlers = handlers  # the app's exception handlers (by class), read per error
+        self.exempt = frozenset(path for path in exempt if path)
+        self.nosniff = [(b"x-content-type-options", b"nosniff")]
+        self.headers = [*self.nosniff,
+                        (b"content-security-policy", CONTENT_SECURITY_POLICY.encode())]
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        extra = self.nosniff if scope["path"] in self.exempt else self.headers
+        started = False
+
+        async def answer(message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True  # (a message is a new dict per send; its list may be shared)
+                message["headers"] = [*message.get("headers", ()), *extra]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, answer)
+        except Exception as exc:
+            if started:
+                log.exception("unhandled error on %s %s after its answer began",
+                              scope.get("method"), scope.get("path"))
+                return
+            response = await self.handlers[Exception](Request(scope, receive), exc)
+            await response(scope, receive, answer)
 
 
 def _allowed(app: FastAPI, request: Request) -> list[str]:
@@ -146,6 +194,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(PredictPath, handlers=app.exception_handlers)  # (inside the limit)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes,
                        key_roles=app.state.key_roles)
+    app.add_middleware(AnswerMiddleware, handlers=app.exception_handlers,
+                       exempt=(app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url))
     for router in (models.router, examples.router, batch.router, snapshots.router, batch.ui):
         app.include_router(router, responses=ERROR_RESPONSES)
     app.include_router(health.router)
@@ -185,10 +235,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> Response:
-        """Anything else: a problem+json 500 without internals (the traceback is logged).
-        ``Connection: close``: Starlette re-raises the error once this answer is sent and
-        uvicorn then closes the connection, so a client must not send its next request on
-        it (it would be reset)."""
+        """Anything else: a problem+json 500 without internals (the traceback is logged,
+        once: ``AnswerMiddleware`` answers with this, and the error goes no further).
+        ``Connection: close``: what the failed request left unread on the connection is
+        not read, so a client must not send its next request on it."""
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem(500, "Internal server error",
                        "the server failed to handle the request; see its log",

@@ -42,17 +42,28 @@ def _given(field: str) -> dict:
     return {"required": [field], "properties": {field: {"not": {"type": "null"}}}}
 
 
+def _kind(algorithms: tuple[str, ...], field: str, absent: tuple[str, ...],
+          **constraints: Any) -> dict:
+    """JSON Schema for "one of ``algorithms``, ``field`` given (with ``constraints``), none
+    of ``absent`` given": one kind of model and its one feature space."""
+    return {"required": ["algorithm", field],
+            "properties": {"algorithm": {"enum": list(algorithms)},
+                           field: {"not": {"type": "null"}, **constraints}},
+            "not": {"anyOf": [_given(f) for f in absent]}}
+
+
 class ModelCreate(BaseModel):
     """``POST /v1/models``.
 
     Online models (the learners of ``algorithms.online.LEARNERS``): exactly one of
-    ``n_features`` and ``hash_bits``. Batch models (the anytime family, ``gbfs``, ``nvsd``):
-    ``groups`` (named features, costs) and ``task``; no feature space of their own."""
+    ``n_features`` and ``hash_bits``; no ``groups`` or ``task``. Batch models (the anytime
+    family, ``gbfs``, ``nvsd``): a non-empty ``groups`` (named features, costs) and
+    ``task``; no feature space of their own and no ``budget``."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
-        {**_given("n_features"), "not": {"anyOf": [_given("hash_bits"), _given("groups")]}},
-        {**_given("hash_bits"), "not": {"anyOf": [_given("n_features"), _given("groups")]}},
-        {**_given("groups"), "not": {"anyOf": [_given("n_features"), _given("hash_bits")]}},
+        _kind(ALGORITHMS, "n_features", ("hash_bits", "groups", "task")),
+        _kind(ALGORITHMS, "hash_bits", ("n_features", "groups", "task")),
+        _kind(BATCH_ALGORITHMS, "groups", ("n_features", "hash_bits", "budget"), minItems=1),
     ]})
 
     name: str = Field(pattern=MODEL_NAME_PATTERN)
@@ -233,9 +244,10 @@ class SnapshotRestored(BaseModel):
 
 class NextRequest(BaseModel):
     """``POST /next``: the groups computed so far and an optional cost cap (``budget``: its
-    deprecated alias)."""
+    deprecated alias; not both)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "not": {"required": ["max_cost", "budget"]}})  # one cap, under one of its names
 
     computed_groups: list[str] = []
     max_cost: float | None = Field(None, ge=0, allow_inf_nan=False)

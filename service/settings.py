@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     api_keys: str = Field(default="", description="comma-separated; 'key:read' = predict "
                           "only, 'key' or 'key:write' = everything; any other role, an empty "
                           "key or a key given twice stops the service at start-up")
+    metrics_key_required: bool = Field(
+        default=False, description="/metrics (every model's name in its labels) answers "
+        "only a request with one of API_KEYS, of either role (401 otherwise); needs API_KEYS. "
+        "Default: open")
     max_body_bytes: int = 32 << 20
     max_model_bytes: int = Field(
         default=4 << 30, description="refuse models whose learner state would be larger; a "
@@ -138,6 +142,13 @@ class Settings(BaseSettings):
 
             schemes.check(value)
         return value
+
+    @model_validator(mode="after")
+    def _metrics_key_needs_keys(self) -> Settings:
+        if self.metrics_key_required and not self.key_roles():
+            raise ValueError("FEATUREBUDGET_METRICS_KEY_REQUIRED needs FEATUREBUDGET_API_KEYS "
+                             "(with no keys every request is open)")
+        return self
 
     @model_validator(mode="after")
     def _file_url_sets_data_dir(self) -> Settings:

@@ -6,11 +6,12 @@ import math
 import time
 import weakref
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from service import metrics
-from service.api.deps import Manager
+from service.api.deps import AppSettings, Manager, require_role
+from service.api.openapi import ERROR_RESPONSES
 
 router = APIRouter(tags=["health"])
 ORPHANS_EVERY = 30.0  # seconds between two looks (a SCAN of every key) for orphan streams
@@ -75,8 +76,14 @@ async def readyz(manager: Manager) -> Response:
     return Response(orjson.dumps(body), media_type="application/json")
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
-async def get_metrics(manager: Manager) -> Response:
+@router.get("/metrics", response_class=PlainTextResponse,
+            responses={401: {**ERROR_RESPONSES[401], "description": "with "
+                             "FEATUREBUDGET_METRICS_KEY_REQUIRED: an API key is required"}})
+async def get_metrics(request: Request, settings: AppSettings, manager: Manager) -> Response:
+    """Prometheus text; open unless ``FEATUREBUDGET_METRICS_KEY_REQUIRED`` (then a key of
+    either role)."""
+    if settings.metrics_key_required:
+        require_role(request, "read")
     await orphan_streams(manager.storage)  # (the gauge, at most once per ORPHANS_EVERY)
     data, content_type = metrics.render()
     return Response(data, media_type=content_type)

@@ -37,12 +37,21 @@ ERROR_RESPONSES = {status: {"description": text,
                             "content": {"application/problem+json": {"schema": PROBLEM}}}
                    for status, text in _MEANINGS.items()}
 
-_EXAMPLE = {"type": "object", "description": "online: {indices, values, label} or "
-            "{features: {namespace: {name: value}}, label}; batch: {features: {group: "
-            "{feature: value}}, target | label} or {indices, values, target | label}"}
+# an example has features (named, or indices with their values); one to learn from has its
+# label (online, batch classification) or target (batch regression) too, not null
+_FEATURES = {"anyOf": [{"required": ["features"]}, {"required": ["indices", "values"]}]}
+_ANSWER = {"anyOf": [{"required": [k], "properties": {k: {"not": {"type": "null"}}}}
+                     for k in ("label", "target")]}
+_EXAMPLE = {"type": "object", **_FEATURES, "description": "online: {indices, values} or "
+            "{features: {namespace: {name: value}}}; batch: {features: {group: "
+            "{feature: value}}} or {indices, values}"}
+_LABELLED = {"type": "object", "allOf": [_FEATURES, _ANSWER], "description": "online: "
+             "{indices, values, label} or {features: {namespace: {name: value}}, label}; "
+             "batch: {features: {group: {feature: value}}, target | label} or {indices, "
+             "values, target | label}"}
 EXAMPLES_BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"type": "object", "required": ["examples"], "properties": {
-        "examples": {"type": "array", "items": _EXAMPLE, "minItems": 1}}}},
+        "examples": {"type": "array", "items": _LABELLED, "minItems": 1}}}},
     "text/plain": {"schema": {"type": "string", "description":
                               "libsvm lines: label index:value ... (1-based indices)"}},
     "application/octet-stream": {"schema": {"type": "string", "format": "binary",
@@ -57,7 +66,10 @@ PREDICT_BODY = {"requestBody": {"required": True, "content": {"application/json"
         "max_cost": {"type": "number", "minimum": 0,
                      "description": "batch models: the longest prefix within this cost"},
         "budget": {"type": "number", "minimum": 0, "deprecated": True,
-                   "description": "batch models: deprecated alias of max_cost"}}}}}}}
+                   "description": "batch models: deprecated alias of max_cost"}},
+    "not": {"anyOf": [{"required": pair} for pair in (  # one selection, under one name
+        ["max_cost", "budget"], ["computed_groups", "max_cost"], ["computed_groups", "budget"])]},
+}}}}}
 
 
 def body_schema(model) -> dict:
@@ -67,10 +79,16 @@ def body_schema(model) -> dict:
         "application/json": {"schema": model.model_json_schema()}}}}
 
 
-SNAPSHOT_BODY = {"requestBody": {"required": True, "content": {
-    "application/vnd.featurebudget.state": {"schema": {
-        "type": "string", "format": "binary",
-        "description": "a blob from GET /snapshot of a model of the same configuration"}}}}}
+SNAPSHOT_MEDIA = "application/vnd.featurebudget.state"
+_STATE = {"type": "string", "format": "binary", "description": "a model's state: an .npz "
+          "archive (a zip of .npy members, no pickles; the first member __meta__.json holds "
+          "the scalars), as GET /snapshot writes it"}
+SNAPSHOT_BODY = {"requestBody": {"required": True, "description": "a blob from GET /snapshot "
+                                 "of a model of the same configuration (anything else: 422, "
+                                 "nothing changed)",
+                                 "content": {SNAPSHOT_MEDIA: {"schema": _STATE}}}}
+SNAPSHOT_ANSWER = {200: {"description": "the model's state",
+                         "content": {SNAPSHOT_MEDIA: {"schema": _STATE}}}}
 
 
 def _link(path: str, method: str, description: str, **parameters: str) -> dict:

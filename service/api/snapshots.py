@@ -12,16 +12,20 @@ from service.api.deps import (
     WriteAccess,
     read_body,
 )
-from service.api.openapi import SNAPSHOT_BODY
+from service.api.openapi import SNAPSHOT_ANSWER, SNAPSHOT_BODY, SNAPSHOT_MEDIA
 from service.schemas import SnapshotRestored
 
 router = APIRouter(prefix="/v1/models/{model}", tags=["snapshots"],
                    route_class=KeyCheckedRoute)
-MEDIA_TYPE = "application/vnd.featurebudget.state"
+MEDIA_TYPE = SNAPSHOT_MEDIA
 
 
-@router.get("/snapshot", dependencies=[ReadAccess],
-            responses={200: {"content": {MEDIA_TYPE: {}}}})
+class StateResponse(Response):
+    media_type = MEDIA_TYPE
+
+
+@router.get("/snapshot", dependencies=[ReadAccess], response_class=StateResponse,
+            responses=SNAPSHOT_ANSWER)
 async def get_snapshot(model: str, manager: Manager) -> Response:
     host = await manager.get(model)
     blob = await host.export_snapshot()
