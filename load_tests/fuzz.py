@@ -10,7 +10,13 @@ in rounds, each round with new seeds, until ``--minutes`` are spent:
 * ``libsvm``, ``fbx1``, ``json``: example bodies built valid, built near the edges of the
   format, and mutated bytes of valid ones;
 * ``snapshots``: ``PUT /snapshot`` with real snapshots broken in their bytes, zip members,
-  zip headers, ``.npy`` headers and payloads, and decoded values.
+  zip headers, ``.npy`` headers and payloads, and decoded values;
+* ``--restores N``: N snapshots of fitted batch models of every family changed inside
+  (the fold state, the artifact's metadata and members, the model's arrays: scaled to
+  1e308 or 1e-300, NaN, infinite, shortened, emptied, retyped), one or two changes each:
+  each is refused with a 4xx and every answer unchanged, or accepted and every route
+  (predictions, next group, sequence, page, versions, the model) answers 2xx with finite
+  numbers (``tests/support/restores.py``).
 
 Checked on every answer: no 5xx and no connection error; a 4xx is problem+json with title,
 status and detail (a 400 / 422 also with ``errors`` naming the field, item or line); a 4xx
@@ -21,9 +27,11 @@ reproduction). Exit status 1 when something failed.
 
     python load_tests/fuzz.py --minutes 30                  # embedded backend
     python load_tests/fuzz.py --minutes 30 --backend redis  # db 12 of 127.0.0.1:6379, flushed
+    python load_tests/fuzz.py --suites '' --restores 10000  # the restores campaign alone
 
 The server listens on the first free port of 18100-18199 (data under a temporary
-directory), with 16 MiB per model and 256 MiB for all models, so fuzzed creations stay small.
+directory), with 16 MiB per model and 256 MiB for all models, so fuzzed creations stay small
+(64 MiB and 1 GiB with ``--restores``, whose classification models keep held-out rows).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 from _servers import pick_port, serve, service_env, wait_ready  # noqa: E402
 
 from tests.support.fuzzing import Fuzzer  # noqa: E402
+from tests.support.restores import campaign  # noqa: E402
 
 # cases per suite and round (a round takes about a minute on the 2-core machine)
 ROUND = {"schema": 20, "stateful": 20, "methods": 1, "libsvm": 400, "fbx1": 400,
@@ -116,6 +125,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--suites", default=",".join(ROUND),
                         help=f"comma-separated, of {','.join(ROUND)}")
+    parser.add_argument("--restores", type=int, default=0,
+                        help="mutated batch snapshots to PUT after the timed suites")
     parser.add_argument("--out", default=str(ROOT / "load_tests" / "fuzz_results.json"))
     args = parser.parse_args(argv)
     only = [s for s in args.suites.split(",") if s]
@@ -130,7 +141,8 @@ def main(argv=None) -> int:
         redis.Redis.from_url(redis_url).flushdb()
     work = Path(tempfile.mkdtemp(prefix="fb-fuzz-"))
     env = service_env(redis_url=redis_url, data_dir=work / "data",
-                      max_model_bytes=16 << 20, max_total_model_bytes=256 << 20,
+                      max_model_bytes=(64 if args.restores else 16) << 20,
+                      max_total_model_bytes=(1024 if args.restores else 256) << 20,
                       wait_timeout_seconds=10, **({"batch_worker": "true"} if redis_url else {}))
     server = serve(pick_port(18100, 18199), env, work)
     failed = True
@@ -143,10 +155,15 @@ def main(argv=None) -> int:
         started = time.monotonic()
         deadline = started + 60 * args.minutes
         rounds = 0
-        while time.monotonic() < deadline:
+        while only and time.monotonic() < deadline:
             run_round(fuzzer, rounds, args.seed * 1000, deadline, only, seconds)
             rounds += 1
         results = summarize(fuzzer, args, seconds, time.monotonic() - started, rounds)
+        if args.restores:
+            restores = campaign(server.url, args.restores, args.seed,
+                                log=lambda message: print(message, file=sys.stderr))
+            results["restores"] = restores
+            results["total"]["failures"] += restores["counts"]["failures"]
         tracebacks = server.tail(10_000).count("Traceback")
         results["server_tracebacks"] = tracebacks
         failed = bool(results["total"]["failures"] or tracebacks)
@@ -165,6 +182,15 @@ def main(argv=None) -> int:
         for failure in results["failures"]:
             print(f"- {failure['kind']} at {failure['where']}: {failure['message'][:300]}\n"
                   f"  {failure['reproduce'][:300]}")
+    if "restores" in results:
+        counts = results["restores"]["counts"]
+        print(f"\nrestores: {counts['mutations']:,} mutated snapshots, "
+              f"{counts.get('refused', 0):,} refused (4xx, nothing changed), "
+              f"{counts.get('accepted', 0):,} accepted (every route 2xx and finite), "
+              f"{counts.get('5xx', 0):,} x 5xx, {counts['failures']:,} failures, "
+              f"{counts['seconds']:.0f} s")
+        for failure in results["restores"]["failures"][:10]:
+            print(f"- {failure[:300]}")
     print(f"\nserver tracebacks in its log: {results['server_tracebacks']}")
     Path(args.out).write_text(json.dumps(results, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)

@@ -255,6 +255,12 @@ class ModelManager:
         with contextlib.suppress(Exception):  # (the periodic check covers a lost message)
             await self.storage.notify_models(name)
 
+    def serving_errors(self) -> dict[str, str]:
+        """Models whose current version this process cannot serve (it serves the version it
+        had, or none), and why."""
+        return {name: host.load_error for name, host in self.batch.hosts.items()
+                if host.load_error}
+
     async def unfolded_models(self) -> list[str]:
         """Models no process folds now: the folding process stopped renewing its lease
         (e.g. killed; another takes over when the lease expires), or none ever took it

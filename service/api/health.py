@@ -66,6 +66,12 @@ async def readyz(manager: Manager) -> Response:
         body = {"status": "degraded", "backend": manager.storage.kind,
                 "detail": "; ".join(f"{k}: {v}" for k, v in manager.failed.items())}
         return Response(orjson.dumps(body), status_code=503, media_type="application/json")
+    unserved = manager.serving_errors()
+    if unserved:
+        body = {"status": "degraded", "backend": manager.storage.kind,
+                "detail": "; ".join(f"{k}: cannot serve {v}" for k, v in unserved.items()),
+                "serving_errors": unserved}
+        return Response(orjson.dumps(body), status_code=503, media_type="application/json")
     body = {"status": "ready", "backend": manager.storage.kind,
             "models": len(manager.all_hosts())}
     orphans = await orphan_streams(manager.storage)

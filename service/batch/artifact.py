@@ -35,6 +35,7 @@ from algorithms.serialization import StateFormatError, dumps_state, loads_state
 from algorithms.sparse import CSRBatch
 from algorithms.states import FORMAT_VERSION as VERSION_MEMBER
 from algorithms.states import envelope, open_envelope
+from service.batch.checks import MAX_ABS_INPUT, check_json_values
 from service.batch.curves import set_figures
 from service.batch.families import family_of
 from service.batch.layout import BatchLayout
@@ -83,6 +84,7 @@ def unpack(blob: bytes, family: str, layout: BatchLayout) -> Artifact:
         raise ValueError(f"not a valid artifact: {exc}") from exc
     payload = _payload(state)
     meta = payload["meta"]
+    check_json_values(meta)
     check_meta(meta)
     if meta.get("family") != family:
         raise ValueError(f"artifact of a {meta.get('family')!r} model, this model is "
@@ -98,9 +100,24 @@ def unpack(blob: bytes, family: str, layout: BatchLayout) -> Artifact:
 
         validation = SufficientStatistics.from_bytes(payload["validation"].tobytes())
     adapter.check_fits(model, layout, validation)
+    if validation is not None:
+        check_statistics(validation)
     held_out = _held_out(payload, layout, meta.get("task", "regression"))
-    return Artifact(int(meta["version"]), meta, family, model, validation, layout,
-                    held_out=held_out)
+    artifact = Artifact(int(meta["version"]), meta, family, model, validation, layout,
+                        held_out=held_out)
+    adapter.check_artifact(artifact)
+    return artifact
+
+
+def check_statistics(stats) -> None:
+    """ValueError unless held-out statistics are finite, of a count >= 0, with sums of
+    squares >= 0 and means within the inputs' range (|x| < 2^50). O(D²)."""
+    values = np.concatenate([stats.mean_x, stats.mxx.ravel(), stats.mxy,
+                             [stats.mean_y, stats.myy]])
+    if not np.all(np.isfinite(values)) or stats.n < 0 or stats.myy < 0 or \
+            np.any(np.diag(stats.mxx) < 0) or \
+            np.any(np.abs(stats.mean_x) > MAX_ABS_INPUT) or abs(stats.mean_y) > MAX_ABS_INPUT:
+        raise ValueError("artifact's validation statistics are not finite or out of range")
 
 
 _COUNTS = ("examples_used", "validation_examples", "restored_from")

@@ -38,6 +38,7 @@ import scipy.sparse as sp
 
 from algorithms.anytime import SufficientStatistics
 from algorithms.sparse import CSRBatch
+from algorithms.sparse._validate import MAX_ABS_VALUE
 from service.batch.families import STATISTICS, family_of
 from service.batch.layout import BatchLayout, BatchParams, Window
 from service.batch.sizes import held_out_capacity, validation_size
@@ -163,7 +164,9 @@ class RowWindow:
         return {f"{prefix}.X": self.X[:count].copy(), f"{prefix}.y": self.y[:count].copy(),
                 f"{prefix}.seen": int(self.seen)}
 
-    def load(self, state: dict[str, Any], prefix: str) -> None:
+    def load(self, state: dict[str, Any], prefix: str, *, signed: bool = False) -> None:
+        """Replace the rows with ``state``'s, checked (ValueError): shapes, finite values,
+        and with ``signed`` (classification) labels -1 or +1."""
         seen = state.get(f"{prefix}.seen")
         X, y = state.get(f"{prefix}.X"), state.get(f"{prefix}.y")
         if isinstance(seen, bool) or not isinstance(seen, int) or not 0 <= seen < 1 << 62:
@@ -176,6 +179,10 @@ class RowWindow:
             raise ValueError(f"{prefix}.y must be float64 of shape {(count,)}")
         if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
             raise ValueError(f"{prefix} holds NaN or infinite values")
+        if not (np.all(np.abs(X) < MAX_ABS_VALUE) and np.all(np.abs(y) < MAX_ABS_VALUE)):
+            raise ValueError(f"{prefix} holds values out of range (|x| < 2^50)")
+        if signed and not np.all(np.abs(y) == 1.0):
+            raise ValueError(f"{prefix}.y must hold labels -1 or +1 (a classification model)")
         self.X[:count], self.y[:count], self.seen = X, y, seen
 
 

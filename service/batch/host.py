@@ -101,25 +101,41 @@ class BatchHost(Host):
         cost what later ones do."""
         return artifacts.unpack(blob, self.family, self.layout).warm()
 
+    def _swap(self, artifact: artifacts.Artifact) -> None:
+        """Serve ``artifact`` from now on (one reference assignment)."""
+        self.served = artifact
+        self.load_error = None
+        metrics.MODEL_VERSION.labels(self.name).set(artifact.version)
+        metrics.SELECTED_FEATURES.labels(self.name).set(  # in the trained sequence's groups
+            len(self.layout.features_of(artifact.adapter.order(artifact))))
+
+    async def serve(self, artifact: artifacts.Artifact, storage) -> None:
+        """Serve ``artifact`` (checked and warmed by the caller) if it is the store's current
+        version, else whatever is current (:meth:`refresh`)."""
+        async with self.swap_lock:
+            if await storage.current_version(self.name) == artifact.version:
+                self._swap(artifact)
+                return
+        await self.refresh(storage)
+
     async def refresh(self, storage) -> bool:
-        """Serve the store's current version if it is not served yet; True on a swap."""
+        """Serve the store's current version if it is not served yet; True on a swap. A
+        version that cannot be loaded leaves the served one in place and is reported
+        (``serving_error``, ``/readyz``)."""
         async with self.swap_lock:
             version = await storage.current_version(self.name)
             served = self.served
             if version is None or (served is not None and served.version == version):
+                self.load_error = None  # what is current is served
                 return False
             blob = await storage.load_artifact(self.name, version)
             if blob is None:
                 return False
             try:
                 artifact = await in_background(self._load, blob)
-            except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure keeps the served version
                 self.load_error = f"version {version}: {exc}"
                 log.error("model %s: cannot load version %s: %s", self.name, version, exc)
                 return False
-            self.served = artifact  # the swap: one reference assignment
-            self.load_error = None
-            metrics.MODEL_VERSION.labels(self.name).set(version)
-            metrics.SELECTED_FEATURES.labels(self.name).set(  # in the trained sequence's groups
-                len(self.layout.features_of(artifact.adapter.order(artifact))))
+            self._swap(artifact)
             return True

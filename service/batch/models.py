@@ -19,6 +19,7 @@ import numpy as np
 from service import metrics
 from service.answers import AnswerPool
 from service.batch import artifact as artifacts
+from service.batch.candidate import candidate
 from service.batch.fit import check_estimator
 from service.batch.host import BatchHost
 from service.batch.ingest import parse_batch_items
@@ -41,6 +42,7 @@ from service.errors import (
 )
 from service.fold_loop import LeaseLost, cancel_and_wait
 from service.following import current_snapshot
+from service.priority import in_background
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage, id_key
 
@@ -320,11 +322,25 @@ class BatchModels:
         return {"model": host.name, "current": current, "versions": out}
 
     async def rollback(self, host: BatchHost, version: int) -> dict[str, Any]:
+        """Point the model at a stored ``version``, checked and warmed first
+        (:func:`~service.batch.candidate.candidate`): one that cannot answer is refused and
+        the pointer stays."""
+        blob = await self.storage.load_artifact(host.name, version)
+        if blob is None:
+            stored = sorted(await self.storage.list_artifacts(host.name))
+            raise ConflictError(f"model {host.name!r} has no version {version} (stored: "
+                                f"{stored}); it never existed or was pruned")
+        try:
+            artifact = await in_background(candidate, blob, host.family, host.layout,
+                                           host.name)
+        except ValueError as exc:
+            raise ConflictError(f"version {version} of model {host.name!r} cannot be served: "
+                                f"{exc}") from exc
         if not await self.storage.set_current_version(host.name, version):
             stored = sorted(await self.storage.list_artifacts(host.name))
             raise ConflictError(f"model {host.name!r} has no version {version} (stored: "
                                 f"{stored}); it never existed or was pruned")
-        await host.refresh(self.storage)
+        await host.serve(artifact, self.storage)
         return {"model": host.name, "current": version}
 
     # ------------------------------------------------------------------ predictions
@@ -427,14 +443,14 @@ class BatchModels:
         from service.batch.fold_state import BatchFoldState
 
         fresh = BatchFoldState(host.family, host.layout, host.params)
-        try:
+        try:  # every check a route, the warm-up or a retrain makes, before anything changes
             fresh.load_state(state)
             artifact = None
             if raw_artifact is not None:
                 if not isinstance(raw_artifact, np.ndarray) or raw_artifact.dtype != np.uint8:
                     raise ValueError("svc_artifact must be a uint8 array")
-                artifact = await asyncio.to_thread(artifacts.unpack, raw_artifact.tobytes(),
-                                                   host.family, host.layout)
+                artifact = await in_background(candidate, raw_artifact.tobytes(),
+                                               host.family, host.layout, host.name)
         except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
             raise InputError(f"snapshot does not fit model {host.name!r}: {exc}",
                              [{"field": "body", "message": str(exc)}]) from exc
@@ -448,9 +464,10 @@ class BatchModels:
                         restored_from=artifact.version)
             state_blob = loads_state(raw_artifact.tobytes())
             state_blob["meta"] = meta
+            artifact.version, artifact.meta = version, meta  # served as it was checked
             await self.storage.publish_artifact(host.name, version, dumps_state(state_blob),
                                                 json.dumps(meta).encode())
-            await host.refresh(self.storage)
+            await host.serve(artifact, self.storage)
         return {"model": host.name, "examples_applied": fresh.examples,
                 "log_position": fresh.applied_id,
                 "version": None if host.served is None else host.served.version}

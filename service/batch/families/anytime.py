@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from algorithms.anytime.model import METHODS
+from service.batch.checks import MAX_ABS_INPUT, bounded_linear, check_numbers, probe_rows
 from service.batch.curves import FitError
 from service.batch.families.base import StatisticsFamily
 from service.batch.layout import BatchLayout

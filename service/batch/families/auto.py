@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.batch.checks import check_curves, probe_rows
 from service.batch.curves import FIGURE_NAMES, curve, masked_dense
-from service.batch.families.anytime import anytime_seconds
+from service.batch.families.anytime import anytime_seconds, check_anytime_ranges
 from service.batch.families.base import BatchFamily, groups_lists, window_rows
-from service.batch.families.gbfs import check_groups, tree_seconds, tree_sizes
+from service.batch.families.gbfs import (
+    check_groups,
+    check_tree_ranges,
+    tree_seconds,
+    tree_sizes,
+)
 from service.batch.layout import BatchLayout
 from service.batch.sizes import ANYTIME_CUBE_SECONDS
 
@@ -55,6 +61,34 @@ class AutoFamily(BatchFamily):
 
     def check_fits(self, model, layout, validation):
         check_groups(model, layout, model.groups, model.costs)
+
+    def check_artifact(self, artifact):
+        """The rows of the sequence page (which half answers each prefix, both halves'
+        curves: one finite figure per prefix) and each half's ranges."""
+        super().check_artifact(artifact)
+        metrics, model = artifact.meta["metrics"], artifact.model
+        P = len(model.sequence_) + 1
+        names = FIGURE_NAMES[artifact.task]
+        answered = metrics.get("answered_by")
+        if not isinstance(answered, list) or len(answered) != P or \
+                any(half not in HALVES for half in answered):
+            raise ValueError(f"meta.metrics.answered_by must name a half for each of {P} "
+                             "prefixes")
+        check_curves(metrics.get("validation"), names, P, "meta.metrics.validation")
+        by_half = metrics.get("validation_by_half")
+        if not isinstance(by_half, dict):
+            raise ValueError("meta.metrics.validation_by_half must be an object")
+        for half, curves in by_half.items():
+            if half not in HALVES:
+                raise ValueError(f"meta.metrics.validation_by_half: unknown half {half!r}")
+            check_curves(curves, names, P, f"meta.metrics.validation_by_half.{half}")
+        check_anytime_ranges(model.anytime_)
+        check_tree_ranges(model.gbfs_)
+
+    def probe_rows(self, artifact):
+        """Zeros, the kept validation rows and the anytime half's training mean."""
+        model = artifact.model
+        return probe_rows(artifact, model.X_val_, model.anytime_.x_mean_)
 
     def answer(self, artifact, X, S):
         model = artifact.model

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from algorithms.sparse import CSRBatch
+from service.batch.checks import probe_rows
 from service.batch.curves import FitError, Progress
 from service.batch.layout import BatchLayout, BatchParams
 from service.batch.sizes import HEADER_BYTES, SNAPSHOT_COPIES, SizeEstimate, validation_size
@@ -121,6 +122,18 @@ class BatchFamily:
     def check_fits(self, model, layout: BatchLayout, validation) -> None:
         """ValueError unless the loaded model fits ``layout``."""
         raise NotImplementedError
+
+    def check_artifact(self, artifact) -> None:
+        """ValueError unless the version's metrics have the shapes its sequence rows read
+        and the model's numbers the ranges that keep every answer finite (the family's
+        own checks beyond :meth:`check_fits`). O(size of the version)."""
+        if not isinstance(artifact.meta.get("metrics"), dict):
+            raise ValueError("meta.metrics must be an object")
+
+    def probe_rows(self, artifact) -> np.ndarray:
+        """Dense rows a candidate version is probed on (:func:`service.batch.checks.probe`):
+        zeros and its held-out rows."""
+        return probe_rows(artifact)
 
     def scorer(self, artifact):
         """``score(X, S)`` that the version's held-out per-set figures are measured with,

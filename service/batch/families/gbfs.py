@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from service.batch.checks import check_curves, check_names
 from service.batch.curves import TRAIN_ROWS, curve, greedy_order, masked_dense, set_figures
 from service.batch.families.base import BatchFamily, groups_lists, window_fold, window_rows
 from service.batch.layout import BatchLayout
@@ -44,6 +45,22 @@ def check_groups(model, layout: BatchLayout, groups, costs) -> None:
         raise ValueError(f"artifact's groups are not this model's {layout.n_groups}")
     if costs is None or not np.array_equal(np.asarray(costs, dtype=np.float64), layout.costs):
         raise ValueError("artifact's group costs are not this model's")
+
+
+def check_tree_ranges(model) -> None:
+    """ValueError unless each of a tree model's ensembles (the trees, and the unmasked
+    trees where it has them) can reach at most ``|base| + rate·Σ_t max|leaf_t|``, finite
+    and below 1e300, so no row can make an answer overflow. O(nodes)."""
+    for prefix in ("", "unmasked_"):
+        values = getattr(model, f"{prefix}tree_value_", None)
+        if values is None:
+            continue
+        values = np.asarray(values, dtype=np.float64)
+        base = getattr(model, f"{prefix}base_score_", model.base_score_)
+        reach = abs(float(base)) + abs(float(model.learning_rate)) * float(
+            np.abs(values).max(axis=1, initial=0.0).sum()) if values.ndim == 2 else np.inf
+        if not np.isfinite(reach) or reach > 1e300:
+            raise ValueError("tree model: its leaf values are out of range")
 
 
 EARLY_STOPPED_TREES = 600  # trees a fit with early stopping is estimated to boost (each
@@ -139,6 +156,26 @@ class GBFSFamily(BatchFamily):
 
     def check_fits(self, model, layout, validation):
         check_groups(model, layout, model.feature_groups, model.group_costs)
+
+    def check_artifact(self, artifact):
+        """The sequence and its curves as the sequence rows read them (every version: one
+        finite figure per prefix of the sequence; the paper's rule: one per tree count)
+        and :func:`check_tree_ranges`."""
+        super().check_artifact(artifact)
+        metrics, model = artifact.meta["metrics"], artifact.model
+        if all_trees(model):
+            length = len(check_names(metrics.get("sequence"), artifact.layout,
+                                     "meta.metrics.sequence")) + 1
+        else:
+            length = int(model.tree_feature_.shape[0]) + 1
+        for part in ("train", "validation"):
+            curves = metrics.get(part)
+            if curves is not None:
+                check_curves(curves, list(curves) if isinstance(curves, dict) else [None],
+                             length, f"meta.metrics.{part}")
+        if not all_trees(model) and not (metrics.get("validation") or metrics.get("train")):
+            raise ValueError("meta.metrics must hold the per-tree curves")
+        check_tree_ranges(model)
 
     def scorer(self, artifact):
         if not all_trees(artifact.model):

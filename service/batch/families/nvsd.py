@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from service.batch.checks import MAX_ABS_INPUT, check_numbers, probe_rows
 from service.batch.curves import FitError, masked_dense, rmse
 from service.batch.families.base import BatchFamily, groups_lists, window_fold, window_rows
 from service.batch.layout import BatchLayout
@@ -38,6 +41,38 @@ def group_ranking(model, layout: BatchLayout) -> list[int]:
             if g not in order:
                 order.append(g)
     return order
+
+
+KERNEL_LIMITS = {"degree": (1, 32), "offset": (0.0, 1e12), "sigma": (1e-12, 1e12)}
+COEF_LIMIT = 1e100  # |dual coefficient| (a fit's: |y| / alpha, y below 2^50)
+
+
+def check_kernel_ranges(model) -> None:
+    """ValueError unless the kernel parameters (``KERNEL_LIMITS``), the expansion's
+    coefficients (``COEF_LIMIT``) and rows (below 2^51) of a loaded NVSD model and of each
+    of its support models are in range. O(size)."""
+    parts = [model, *getattr(model, "support_models_", [])]
+    for part in parts:
+        params = dict(getattr(part, "kernel_params", None) or {})
+        for name in KERNEL_LIMITS:
+            if name not in params and hasattr(part, name):
+                params[name] = getattr(part, name)
+        for name, (low, high) in KERNEL_LIMITS.items():
+            value = params.get(name)
+            if value is not None and (isinstance(value, bool) or
+                                      not isinstance(value, int | float | np.number) or
+                                      not low <= float(value) <= high):
+                raise ValueError(f"nvsd model: kernel {name} must be in [{low:g}, {high:g}]")
+        for name in ("dual_coef_", "alpha_", "beta_", "intercept_"):
+            value = getattr(part, name, None)
+            if value is not None and not np.all(np.abs(np.asarray(value, dtype=np.float64))
+                                                <= COEF_LIMIT):
+                raise ValueError(f"nvsd model: {name} out of range")
+        for name in ("X_fit_", "X_train_"):
+            value = getattr(part, name, None)
+            if value is not None and not np.all(np.abs(np.asarray(value, dtype=np.float64))
+                                                <= 2.0 * MAX_ABS_INPUT):
+                raise ValueError(f"nvsd model: {name} out of range")
 
 
 class NVSDFamily(BatchFamily):
@@ -110,6 +145,32 @@ class NVSDFamily(BatchFamily):
             model.X_train_.shape[1]
         if width != D:
             raise ValueError(f"artifact has {width} features, this model {D}")
+
+    def check_artifact(self, artifact):
+        """The figures the answers read (finite RMSEs) and :func:`check_kernel_ranges`."""
+        super().check_artifact(artifact)
+        metrics = artifact.meta["metrics"]
+        for name in ("train_rmse", "validation_rmse"):
+            value = metrics.get(name)
+            if name == "validation_rmse" and value is None:
+                continue
+            check_numbers([value], 1, f"meta.metrics.{name}")
+        check_kernel_ranges(artifact.model)
+
+    def probe_rows(self, artifact):
+        """Zeros and the first training rows of the kernel expansion."""
+        model, D = artifact.model, artifact.layout.n_features
+        if hasattr(model, "X_train_"):
+            return probe_rows(artifact, model.X_train_)
+        rows = np.zeros((0, D))
+        for part in getattr(model, "support_models_", []):  # the widest support's rows
+            columns = np.asarray(part.columns, dtype=np.int64)
+            fitted = getattr(part, "X_fit_", None)
+            if fitted is not None and columns.size and len(fitted) and \
+                    (not rows.size or columns.size > rows_width):
+                rows, rows_width = np.zeros((len(fitted), D)), columns.size
+                rows[:, columns] = fitted
+        return probe_rows(artifact, rows)
 
     def answer(self, artifact, X, S):
         model, layout = artifact.model, artifact.layout
