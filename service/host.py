@@ -41,12 +41,11 @@ _SERVICE_KEYS = ("svc_log_id", "svc_progressive_examples", "svc_progressive_corr
 SERVICE_FORMAT_VERSION = 1
 
 
-def new_learner(spec: ModelCreate, max_bytes: int | None = None):
-    """Construct the learner a spec describes; InputError naming the field otherwise.
-
-    With ``max_bytes`` a learner whose state would be larger is refused before anything is
-    allocated (a dense learner over 2^31 features would need 34 GB).
-    """
+def check_learner(spec: ModelCreate, max_bytes: int | None = None) -> int:
+    """Every check the construction of ``spec``'s learner makes, from the parameters alone
+    (nothing of the model's size is allocated): the state's size in bytes, or InputError
+    naming the field. With ``max_bytes`` a larger state is refused (a dense learner over
+    2^31 features would need 34 GB). O(1)."""
     cls = LEARNERS.get(spec.algorithm)
     if cls is None:
         raise item_error(f"unknown algorithm {spec.algorithm!r}; known: {sorted(LEARNERS)}",
@@ -62,8 +61,24 @@ def new_learner(spec: ModelCreate, max_bytes: int | None = None):
             raise item_error(f"{spec.algorithm} over {spec.dimension} features needs "
                              f"{needed:,} bytes of state, more than the limit of "
                              f"{max_bytes:,} (FEATUREBUDGET_MAX_MODEL_BYTES)", field=field)
+    with _as_input_error(spec):
+        return cls.check_arguments(spec.dimension, budget=spec.budget, **spec.params)
+
+
+def new_learner(spec: ModelCreate, max_bytes: int | None = None):
+    """Construct the learner a spec describes (checked first: :func:`check_learner`);
+    InputError naming the field otherwise."""
+    check_learner(spec, max_bytes)
+    with _as_input_error(spec):
+        return LEARNERS[spec.algorithm](n_features=spec.dimension, budget=spec.budget,
+                                        **spec.params)
+
+
+@contextlib.contextmanager
+def _as_input_error(spec: ModelCreate):
+    """A learner's TypeError / ValueError as the InputError of the field it is about."""
     try:
-        return cls(n_features=spec.dimension, budget=spec.budget, **spec.params)
+        yield
     except TypeError as exc:
         raise item_error(f"{spec.algorithm}: {exc}", field="params") from exc
     except ValueError as exc:
@@ -73,13 +88,14 @@ def new_learner(spec: ModelCreate, max_bytes: int | None = None):
 
 
 def make_hasher(bits: int | None):
-    """``(namespace, name) -> index`` for hashed models (MurmurHash3, 2**bits)."""
+    """``(namespace, name) -> index`` for hashed models (MurmurHash3, 2**bits): a
+    :class:`~algorithms.sparse.hashing.FeatureHasher`, which also hashes many names of a
+    namespace at once (``indices``)."""
     if bits is None:
         return None
     from algorithms.sparse.hashing import FeatureHasher
 
-    hasher = FeatureHasher(bits)
-    return hasher.index
+    return FeatureHasher(bits)
 
 
 class ModelHost(Host):

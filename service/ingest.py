@@ -11,6 +11,7 @@ so a log entry is accepted or rejected the same way on both paths.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -266,7 +267,9 @@ def _hash_features(features, item: int, hasher: Hasher | None, names: dict[int, 
     """One item's named features -> (hashed indices, values); its names join ``names``.
     ``for_log``: the names go in the log entry, so the limits the fold reads them with
     (:data:`service.wire.MAX_NAME_CHARS`, :data:`service.wire.MAX_NAMES`) are checked here,
-    before the append (the fold would refuse the whole entry)."""
+    before the append (the fold would refuse the whole entry), as the names are read: in
+    pieces of ``_HASH_CHUNK`` names hashed at once, stopping at the first name or piece over
+    a limit, so a refused item costs O(MAX_NAMES + _HASH_CHUNK), not O(its names)."""
     if hasher is None:
         raise item_error("named features need a model created with hash_bits", item=item,
                          field="features")
@@ -278,26 +281,48 @@ def _hash_features(features, item: int, hasher: Hasher | None, names: dict[int, 
         if not isinstance(group, dict):
             raise item_error("must be an object {name: value}", item=item,
                              field=f"features.{namespace}")
-        for name, value in group.items():
-            if isinstance(value, bool) or not isinstance(value, int | float) or \
-                    not abs(value) < MAX_ABS_VALUE:
-                raise item_error(f"value {value!r} is not a finite number with |x| < 2^50",
-                                 item=item, field=f"features.{namespace}.{name}")
-            full = f"{namespace}^{name}"
-            if for_log and len(full) > wire.MAX_NAME_CHARS:
+        pairs = iter(group.items())
+        while chunk := list(itertools.islice(pairs, _HASH_CHUNK)):
+            for name, value in chunk:
+                _check_named(namespace, name, value, item, for_log)
+            for (name, value), index in zip(chunk, _indices(hasher, namespace, chunk),
+                                            strict=True):
+                merged[index] = merged.get(index, 0.0) + float(value)  # collisions add up
+                if index not in names:  # (as VW)
+                    names[index] = f"{namespace}^{name}"
+            if for_log and len(names) > wire.MAX_NAMES:
                 raise item_error(
-                    f"feature name of {len(full):,} characters (namespace^name); at most "
-                    f"{wire.MAX_NAME_CHARS:,} characters", item=item,
-                    field=f"features.{_shown(namespace)}.{_shown(name)}")
-            index = hasher(namespace, name)
-            merged[index] = merged.get(index, 0.0) + float(value)  # collisions add up (VW)
-            names.setdefault(index, full)
-    if for_log and len(names) > wire.MAX_NAMES:
-        raise item_error(f"the request names more than {wire.MAX_NAMES:,} distinct features "
-                         f"(hashed indices) by this item; at most {wire.MAX_NAMES:,} per "
-                         "request: send fewer examples per request", item=item,
-                         field="features")
+                    f"the request names more than {wire.MAX_NAMES:,} distinct features "
+                    f"(hashed indices) by this item; at most {wire.MAX_NAMES:,} per "
+                    "request: send fewer examples per request", item=item, field="features")
     return list(merged), list(merged.values())
+
+
+_HASH_CHUNK = 4096  # named features hashed at once (one numba call)
+
+
+def _check_named(namespace: str, name: str, value, item: int, for_log: bool) -> None:
+    """InputError unless ``value`` is a plain finite number and (``for_log``) the name fits
+    the log's :data:`service.wire.MAX_NAME_CHARS`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not abs(value) < MAX_ABS_VALUE:
+        raise item_error(f"value {value!r} is not a finite number with |x| < 2^50",
+                         item=item, field=f"features.{namespace}.{name}")
+    chars = len(namespace) + 1 + len(name)
+    if for_log and chars > wire.MAX_NAME_CHARS:
+        raise item_error(
+            f"feature name of {chars:,} characters (namespace^name); at most "
+            f"{wire.MAX_NAME_CHARS:,} characters", item=item,
+            field=f"features.{_shown(namespace)}.{_shown(name)}")
+
+
+def _indices(hasher: Hasher, namespace: str, chunk: list) -> list[int]:
+    """The hashed indices of ``chunk``'s names: at once where the hasher can
+    (``FeatureHasher.indices``), else one call each."""
+    many = getattr(hasher, "indices", None)
+    if many is not None:
+        return many(namespace, [name for name, _ in chunk]).tolist()
+    return [hasher(namespace, name) for name, _ in chunk]
 
 
 # ---------------------------------------------------------------- libsvm text

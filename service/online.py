@@ -9,6 +9,7 @@ learner's weights except through the log and the fold.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 import time
@@ -29,8 +30,9 @@ from service.errors import (
 from service.fold import ModelFold
 from service.fold_loop import LeaseLost
 from service.following import current_snapshot
-from service.host import ModelHost, new_learner
+from service.host import ModelHost, check_learner
 from service.ingest import ExampleBatch, parse_json_examples
+from service.priority import in_background
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import ModelChangedError, Storage, id_key
 from service.view import ViewFormatError
@@ -39,6 +41,7 @@ from service.view import decode as decode_view
 log = logging.getLogger("featurebudget.manager")
 _SCORE = struct.Struct("<d")
 _INLINE_VIEW_BYTES = 256 << 10  # decode bigger serving views off the event loop
+_INLINE_STATE_BYTES = 1 << 20  # allocate bigger learners off the event loop
 _PREDICT_FIELDS = {"examples", "return_prediction_ids"}
 
 
@@ -87,17 +90,23 @@ class OnlineModels:
                                                      budget=spec.budget)
 
     async def validate(self, request: ModelCreate, check_total) -> None:
-        """Sizes first (before the trial construction allocates anything), then the whole
-        configuration by constructing the learner; InputError naming the field."""
+        """Sizes first, then every argument the learner's constructor checks, from the
+        parameters alone (:func:`~service.host.check_learner`: O(1), nothing allocated);
+        InputError naming the field."""
         if self.model_bytes(request) <= self.settings.max_model_bytes:
-            check_total(request)  # (larger: new_learner's 422 names the limit)
-        new_learner(request, self.settings.max_model_bytes)
+            check_total(request)  # (larger: check_learner's 422 names the limit)
+        check_learner(request, self.settings.max_model_bytes)
 
     async def host(self, spec: ModelSpec) -> ModelHost:
         """Restore a model (its snapshot, then its fold replays the log after it);
-        InputError when the snapshot cannot be loaded (the model stays out of service)."""
-        host = ModelHost(spec, feature_names_max=self.settings.feature_names_max,
-                         chunk_examples=self.settings.apply_chunk_examples)
+        InputError when the snapshot cannot be loaded (the model stays out of service).
+        A learner of more than ``_INLINE_STATE_BYTES`` is allocated off the event loop."""
+        build = functools.partial(ModelHost, spec,
+                                  feature_names_max=self.settings.feature_names_max,
+                                  chunk_examples=self.settings.apply_chunk_examples)
+        small = spec.algorithm not in LEARNERS or \
+            self.model_bytes(spec) <= _INLINE_STATE_BYTES  # (unknown: ModelHost says so)
+        host = build() if small else await in_background(build)
         host.models = self
         blob = await self.storage.load_snapshot(spec.name)
         if blob is not None:

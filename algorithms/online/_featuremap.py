@@ -39,20 +39,21 @@ def _direct_dtype(capacity: int):
 
 
 def map_bytes(capacity: int, n_features: int | None) -> int:
-    """Bytes of the map ``allocate_map`` gives for this shape."""
+    """Bytes of the map ``allocate_map`` gives for this shape, computed (O(1), nothing
+    allocated): 2 or 4 bytes per feature direct, 8 per entry of the cuckoo map."""
     if n_features is not None and n_features <= DIRECT_MAX_FEATURES:
         return (int(n_features) + 1) * np.dtype(_direct_dtype(capacity)).itemsize
-    return len(cuckoo.allocate_map(capacity)[0]) * 8
+    return cuckoo.map_size(capacity) * np.dtype(np.int64).itemsize
 
 
 def allocate_map(capacity: int, n_features: int | None) -> tuple[np.ndarray, int]:
     """(entries, hash shift) of an empty map for ``capacity`` slots over ``n_features``
     features (None: unknown, always the cuckoo map). The shift is stored in the top set's
     meta either way (unused by the direct table), so a saved state fits both layouts."""
-    entries, shift = cuckoo.allocate_map(capacity)
     if n_features is not None and n_features <= DIRECT_MAX_FEATURES:
-        entries = np.full(int(n_features) + 1, capacity, dtype=_direct_dtype(capacity))
-    return entries, shift
+        return (np.full(int(n_features) + 1, capacity, dtype=_direct_dtype(capacity)),
+                cuckoo.map_shift(capacity))
+    return cuckoo.allocate_map(capacity)
 
 
 def rebuild_map(slot_ints: np.ndarray, meta: np.ndarray, template: np.ndarray) -> np.ndarray:

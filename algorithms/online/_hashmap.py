@@ -29,10 +29,15 @@ def map_shift(capacity: int) -> int:
     return 64 - max(int(4 * capacity - 1).bit_length(), 2)
 
 
+def map_size(capacity: int) -> int:
+    """Entries of the map for ``capacity`` keys: the power of two >= 4 * capacity (at least
+    4). O(1), nothing allocated."""
+    return 1 << (64 - map_shift(capacity))
+
+
 def allocate_map(capacity: int) -> tuple[np.ndarray, int]:
     """(entries, shift) of an empty map for ``capacity`` keys at load <= 1/4."""
-    shift = map_shift(capacity)
-    return np.full(1 << (64 - shift), EMPTY, dtype=np.int64), shift
+    return np.full(map_size(capacity), EMPTY, dtype=np.int64), map_shift(capacity)
 
 
 def check_map(map_entries: np.ndarray, slot_ints: np.ndarray, meta: np.ndarray) -> None:

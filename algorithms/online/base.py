@@ -133,12 +133,26 @@ class OnlineLearner(ClassifierMixin, Estimator):
             raise ValueError(f"{self.name}: budget must be >= 1 or None, got {self.budget}")
         return n, budget
 
-    def _build(self, n_features: Any) -> None:
-        """Check every argument for ``n_features`` features and allocate a fresh state."""
+    def _checked(self, n_features: Any) -> tuple[int, int | None, dict[str, Any]]:
+        """Every argument checked for ``n_features`` features, nothing allocated: (d, B,
+        the hyperparameters' values); ValueError naming the first bad one."""
         n, budget = self._check_shape(n_features)
         check_fits(f"{self.name} over {n:,} features",
                    type(self).memory_bytes(n_features=n, budget=budget))
-        values = self._hyperparameters()
+        return n, budget, self._hyperparameters()
+
+    @classmethod
+    def check_arguments(cls, n_features: int, **arguments: Any) -> int:
+        """The constructor's checks of ``cls(n_features=n_features, **arguments)`` without
+        building it: the state's size in bytes (``memory_bytes``), or the TypeError /
+        ValueError the constructor would raise. O(1): no array is allocated."""
+        learner = cls(**arguments)   # n_features=None: arguments stored, nothing built
+        n, budget, _ = learner._checked(n_features)
+        return cls.memory_bytes(n_features=n, budget=budget)
+
+    def _build(self, n_features: Any) -> None:
+        """Check every argument for ``n_features`` features and allocate a fresh state."""
+        n, budget, values = self._checked(n_features)
         before = set(vars(self))
         self._n_features, self._budget = n, budget
         self._strict = self.n_features is None   # shaped by the data: exactly its width

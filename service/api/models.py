@@ -7,6 +7,7 @@ import asyncio
 from fastapi import APIRouter, Query, Response
 from pydantic import Field
 
+from service.api.create_body import CreateRoute
 from service.api.deps import KeyCheckedRoute, Manager, ReadAccess, WriteAccess
 from service.api.openapi import CREATE_LINKS, LIST_LINKS
 from service.fold_cause import NO_WORKER, batch_workers
@@ -26,8 +27,8 @@ class CreatedBatchModel(BatchModelPublic):
     warnings: list[str] = Field(default_factory=list, description=_WARNINGS)
 
 
-@router.post("", status_code=201, response_model=CreatedModel | CreatedBatchModel,
-             dependencies=[WriteAccess], responses={201: CREATE_LINKS})
+# (no docstring: it would be the OpenAPI description) called by CreateRoute, which reads
+# and parses the body off the event loop when it is big
 async def create_model(body: ModelCreate, manager: Manager) -> dict:
     host = await manager.create(body)
     return {**await host.describe(), "warnings": await _warnings(manager, host)}
@@ -41,6 +42,11 @@ async def _warnings(manager, host) -> list[str]:
         return []
     return [NO_WORKER]
 
+
+router.add_api_route("", create_model, methods=["POST"], status_code=201,
+                     response_model=CreatedModel | CreatedBatchModel,
+                     dependencies=[WriteAccess],
+                     responses={201: CREATE_LINKS}, route_class_override=CreateRoute)
 
 
 @router.get("", dependencies=[ReadAccess], responses={200: LIST_LINKS})

@@ -72,20 +72,37 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def validate_batch_spec(spec: ModelCreate, settings, room: int | None = None) -> None:
+def validate_batch_spec(spec: ModelCreate, settings, room: int | None = None, *,
+                        sizes_only: bool = False) -> None:
     """Everything about a batch spec that can be checked before it is stored; InputError
     (422). Sizes (:func:`~service.batch.spec.estimate_sizes`): the parts together must fit
     ``max_model_bytes``, the stored parts (snapshot and kept versions) the backend's
     ``room`` (bytes it can still store; None: no limit known); each part is named with its
     estimate. Time: a retrain's :func:`~service.batch.spec.estimate_fit_seconds` must fit
-    ``max_fit_seconds``."""
+    ``max_fit_seconds``. Then the estimator's arguments over the layout (O(D): skipped with
+    ``sizes_only``), so a model too large is refused from the counts alone, in O(groups)."""
     params = split_params(spec)
+    try:
+        _check_sizes(spec, params, settings, room)
+    except InputError:
+        raise
+    except Exception:  # arguments the estimates cannot read: the estimator's check says why
+        _check_estimator(spec, params)
+        raise
+    if not sizes_only:
+        _check_estimator(spec, params)
+
+
+def _check_estimator(spec: ModelCreate, params) -> None:
     try:
         from service.batch.spec import BatchLayout
 
         check_estimator(spec.family, spec.algorithm, spec.task, BatchLayout(spec), params)
     except (TypeError, ValueError) as exc:
         raise item_error(f"{spec.algorithm}: {exc}", field="params") from exc
+
+
+def _check_sizes(spec: ModelCreate, params, settings, room: int | None) -> None:
     max_bytes = int(settings.max_model_bytes)
     sizes = estimate_sizes(spec, params, versions_kept=settings.versions_kept)
     parts = sizes.parts()
@@ -150,9 +167,10 @@ class BatchModels:
 
     async def validate(self, request: ModelCreate, check_total) -> None:
         """Everything about a new batch model that can be checked before it is stored
-        (:func:`validate_batch_spec`, then the process's memory budget)."""
-        validate_batch_spec(request, self.settings,
-                            await self.storage.storage_room(request.name))
+        (:func:`validate_batch_spec`, O(D): off the event loop, then the process's memory
+        budget)."""
+        room = await self.storage.storage_room(request.name)
+        await asyncio.to_thread(validate_batch_spec, request, self.settings, room)
         check_total(request)
 
     async def answer(self, function, /, *args):
