@@ -5,9 +5,12 @@ refit on exactly the computed groups ``S``) and :class:`GBFS` (trees; uncomputed
 features are never read). Each half gets a :class:`~algorithms.per_set.figures.SetFigures`
 on the same held-out validation rows, and a set ``S`` is answered by the half with the
 better validation figure *for exactly S*: explained variance (regression) or cross-fitted
-log-loss of the Platt-calibrated probabilities (classification). The combined figure of a
-set is its chosen half's; ``next_group`` and the greedy ``sequence_`` maximize its gain per
-unit cost. The protocol is the batch models' (``algorithms.batch``).
+log-loss of the Platt-calibrated probabilities (classification). Optionally, for a few
+named sets (``specialist_sets``), a model trained on exactly that set's features
+(:mod:`algorithms.per_set.specialists`) is a third candidate for that set alone, kept only
+when its validation figure beats both halves'. The combined figure of a set is its chosen
+answerer's; ``next_group`` and the greedy ``sequence_`` maximize its gain per unit cost.
+The protocol is the batch models' (``algorithms.batch``).
 """
 
 from __future__ import annotations
@@ -43,10 +46,12 @@ from algorithms.per_set.figures import (
     best_next_group,
     group_ids,
 )
+from algorithms.per_set.specialists import Specialist, clean_sets, fit_specialist
 from algorithms.sparse import CSRBatch
 from algorithms.states import envelope, open_envelope
 
 HALVES = ("anytime", "gbfs")
+ANSWERERS = (*HALVES, "specialist")   # what may answer a set (sequence_half_ codes 0, 1, 2)
 VALIDATION_FRACTION = 0.2   # held out by fit() when no validation rows are given
 TIE_TOLERANCE = 1e-12       # figure differences below this are ties (-> the anytime half)
 _ANYTIME_OWN = ("groups", "costs", "method", "budget")
@@ -71,6 +76,9 @@ class PerSetChoice(RegressorMixin, BatchModel):
         subsample of this many when there are more (default 5000)
     random_state : seed of the hold-out and of that subsample (default 0)
     cache_size : computed sets whose figures each half keeps (LRU)
+    specialist_sets : sets of group ids (lists) that get a specialist each, in priority
+        order; None (the default): none
+    max_specialists : at most this many of ``specialist_sets`` are fitted (default 8)
 
     ``fit(X, y)`` without validation rows holds out a fixed 20 % of the rows (a
     permutation seeded by ``random_state``) for validation and fits both halves on the
@@ -81,7 +89,9 @@ class PerSetChoice(RegressorMixin, BatchModel):
     as -1.0 / +1.0), ``classes_`` (classification), ``groups_``, ``costs_``,
     ``n_features_in_``, and the greedy combined sequence: ``sequence_`` (group ids),
     ``cumulative_cost_``, ``sequence_figure_`` (combined validation figure) and
-    ``sequence_half_`` (the half answering), the last three per prefix (length J + 1).
+    ``sequence_half_`` (the half answering), the last three per prefix (length J + 1);
+    ``specialists_`` (set -> :class:`~algorithms.per_set.specialists.Specialist`, every
+    one fitted, winning or not) and ``specialist_figures_``.
 
     Serving a set ``S`` first costs two validation scorings (one per half, cached per set),
     then one scoring of the request by the chosen half. Rows may hold NaN (missing) in the
@@ -89,7 +99,7 @@ class PerSetChoice(RegressorMixin, BatchModel):
     """
 
     kind = "per-set-choice"
-    format_version = 1
+    format_version = 2   # 2: with specialist_sets (written as 1 without them, as before)
 
     def __init__(self, *, groups: Sequence[Sequence[int]] | None = None,
                  costs: Sequence[float] | None = None, task: str = "regression",
@@ -97,7 +107,8 @@ class PerSetChoice(RegressorMixin, BatchModel):
                  anytime_params: Mapping[str, Any] | None = None,
                  gbfs_params: Mapping[str, Any] | None = None,
                  max_validation_rows: int = 5000, random_state: int = 0,
-                 cache_size: int = 1024) -> None:
+                 cache_size: int = 1024, specialist_sets: Sequence[Sequence[int]] | None = None,
+                 max_specialists: int = 8) -> None:
         self.groups = groups
         self.costs = costs
         self.task = task
@@ -107,6 +118,8 @@ class PerSetChoice(RegressorMixin, BatchModel):
         self.max_validation_rows = max_validation_rows
         self.random_state = random_state
         self.cache_size = cache_size
+        self.specialist_sets = specialist_sets
+        self.max_specialists = max_specialists
 
     # ------------------------------------------------------------------ parameters
     def check_params(self, n_features: int) -> None:
@@ -116,7 +129,8 @@ class PerSetChoice(RegressorMixin, BatchModel):
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        for name, low in (("max_validation_rows", 2), ("random_state", 0), ("cache_size", 0)):
+        for name, low in (("max_validation_rows", 2), ("random_state", 0), ("cache_size", 0),
+                          ("max_specialists", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
                     or value < low:
@@ -130,6 +144,13 @@ class PerSetChoice(RegressorMixin, BatchModel):
                 raise ValueError(f"{name} may not set {clash}: PerSetChoice sets them")
         self._anytime(n_features).check_params(n_features)
         self._gbfs(n_features).check_params(n_features)
+        self._specialist_keys(n_features)
+
+    def _specialist_keys(self, n_features: int) -> list[tuple[int, ...]]:
+        """The sets that get a specialist: ``specialist_sets`` cleaned (distinct, non-empty,
+        sorted ids), the first ``max_specialists``; ValueError naming a bad entry."""
+        groups, _ = self._groups_and_costs(n_features)
+        return clean_sets(self.specialist_sets, len(groups), int(self.max_specialists))
 
     def _groups_and_costs(self, n_features: int) -> tuple[Any, Any]:
         """``groups`` (None: one per feature) and ``costs`` (None: 1 per group)."""
@@ -226,16 +247,27 @@ class PerSetChoice(RegressorMixin, BatchModel):
         anytime = self._anytime(d).fit(X_fit, t_fit, X_val=Xv, y_val=tv)
         if progress is not None:
             progress(0.05)
+        keys = self._specialist_keys(d)
+        share = 0.65 if keys else 0.85   # of the progress, GBFS's; the specialists' the rest
         gbfs = self._gbfs(d).fit(X_fit, t_fit, progress=None if progress is None else (
-            lambda f: progress(0.05 + 0.85 * f)))
-        self._attach(anytime, gbfs, Xv, tv, classes)
+            lambda f: progress(0.05 + share * f)))
+        specialists = []
+        groups = [np.asarray(g, dtype=np.int64) for g in anytime.groups_]
+        for i, S in enumerate(keys):
+            specialists.append(fit_specialist(
+                X_fit, t_fit, Xv, tv, groups, np.asarray(anytime.costs_), S, self.task,
+                self.gbfs_params))
+            if progress is not None:
+                progress(0.7 + 0.2 * (i + 1) / len(keys))
+        self._attach(anytime, gbfs, Xv, tv, classes, specialists)
         self._build_sequence()
         if progress is not None:
             progress(1.0)
         return self
 
     def _attach(self, anytime: AnytimeLinearModel, gbfs: GBFS, X_val: np.ndarray,
-                y_val: np.ndarray, classes: np.ndarray | None) -> None:
+                y_val: np.ndarray, classes: np.ndarray | None,
+                specialists: Sequence[Specialist] = ()) -> None:
         self.anytime_, self.gbfs_ = anytime, gbfs
         self.n_features_in_ = int(anytime.n_features_in_)
         self.groups_ = [np.asarray(g, dtype=np.int64) for g in anytime.groups_]
@@ -247,6 +279,8 @@ class PerSetChoice(RegressorMixin, BatchModel):
                   "cache_size": int(self.cache_size)}
         self.anytime_figures_ = SetFigures(self._score_anytime, X_val, y_val, **common)
         self.gbfs_figures_ = SetFigures(self._score_gbfs, X_val, y_val, **common)
+        self.specialists_ = {s.groups: s for s in specialists}
+        self.specialist_figures_ = SetFigures(self._score_specialist, X_val, y_val, **common)
 
     def _build_sequence(self) -> None:
         """Greedy combined sequence from the empty set: ``next_group_gain`` until no group
@@ -274,6 +308,12 @@ class PerSetChoice(RegressorMixin, BatchModel):
     def _score_gbfs(self, X: np.ndarray, S: tuple[int, ...]) -> np.ndarray:
         return self.gbfs_.decision_function(X, computed_groups=S)
 
+    def _score_specialist(self, X: np.ndarray, S: tuple[int, ...]) -> np.ndarray:
+        specialist = self.specialists_.get(S)
+        if specialist is None:
+            raise ValueError(f"no specialist was fitted for the set {list(S)}")
+        return specialist.decision_function(X)
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "anytime_figures_"):
             raise not_fitted(self)
@@ -294,11 +334,18 @@ class PerSetChoice(RegressorMixin, BatchModel):
         return group_ids(computed_groups, len(self.groups_))
 
     def half_figures(self, half: str) -> SetFigures:
-        """The :class:`SetFigures` of ``half`` ("anytime" | "gbfs")."""
+        """The :class:`SetFigures` of ``half`` ("anytime" | "gbfs" | "specialist"; the
+        specialists' figures exist for their own sets only)."""
         self._check_fitted()
-        if half not in HALVES:
-            raise ValueError(f"half must be one of {HALVES}, got {half!r}")
-        return self.anytime_figures_ if half == "anytime" else self.gbfs_figures_
+        if half not in ANSWERERS:
+            raise ValueError(f"half must be one of {ANSWERERS}, got {half!r}")
+        return {"anytime": self.anytime_figures_, "gbfs": self.gbfs_figures_,
+                "specialist": self.specialist_figures_}[half]
+
+    def specialist_figure(self, computed_groups: Iterable[int] | None) -> float | None:
+        """The validation figure of the set's specialist; None when it has none."""
+        S = self._key(computed_groups)
+        return self.specialist_figures_.figure(S) if S in self.specialists_ else None
 
     def _rows(self, X: Any, S: tuple[int, ...]) -> np.ndarray:
         """``X`` as dense float64 rows for the set ``S``: non-finite entries of uncomputed
@@ -328,13 +375,18 @@ class PerSetChoice(RegressorMixin, BatchModel):
 
     # --------------------------------------------------------------------- serving
     def choice(self, computed_groups: Iterable[int] | None = None) -> str:
-        """"anytime" or "gbfs": the half with the better validation figure for exactly the
-        set (None: every group); "gbfs" only when its figure exceeds the anytime half's by
-        more than ``TIE_TOLERANCE`` (ties go to the anytime half, cheaper to serve)."""
+        """"anytime", "gbfs" or "specialist": the one with the better validation figure for
+        exactly the set (None: every group); "gbfs" only when its figure exceeds the anytime
+        half's by more than ``TIE_TOLERANCE`` (ties go to the anytime half, cheaper to
+        serve), "specialist" (a set with one) only when it exceeds the better half's so."""
         S = self._key(computed_groups)
         anytime = self.anytime_figures_.figure(S)
         gbfs = self.gbfs_figures_.figure(S)
-        return "gbfs" if gbfs > anytime + TIE_TOLERANCE else "anytime"
+        half, best = ("gbfs", gbfs) if gbfs > anytime + TIE_TOLERANCE else ("anytime", anytime)
+        if S in self.specialists_ and \
+                self.specialist_figures_.figure(S) > best + TIE_TOLERANCE:
+            return "specialist"
+        return half
 
     def combined_figure(self, computed_groups: Iterable[int] | None = None) -> float:
         """The chosen half's validation figure for the set (explained variance or
@@ -343,14 +395,18 @@ class PerSetChoice(RegressorMixin, BatchModel):
         return self.half_figures(self.choice(S)).figure(S)
 
     def figures(self, computed_groups: Iterable[int] | None = None) -> dict[str, Any]:
-        """The chosen half's :class:`ValidationFigures` as a dict, with ``half`` (which) and
-        ``anytime_figure`` / ``gbfs_figure`` (both halves' comparison figures)."""
+        """The chosen answerer's :class:`ValidationFigures` as a dict, with ``half`` (which)
+        and ``anytime_figure`` / ``gbfs_figure`` (both halves' comparison figures), and
+        ``specialist_figure`` when the set has a specialist."""
         S = self._key(computed_groups)
         half = self.choice(S)
         chosen: ValidationFigures = self.half_figures(half).figures(S)
-        return {"half": half, **chosen.as_dict(),
-                "anytime_figure": self.anytime_figures_.figure(S),
-                "gbfs_figure": self.gbfs_figures_.figure(S)}
+        out = {"half": half, **chosen.as_dict(),
+               "anytime_figure": self.anytime_figures_.figure(S),
+               "gbfs_figure": self.gbfs_figures_.figure(S)}
+        if S in self.specialists_:
+            out["specialist_figure"] = self.specialist_figures_.figure(S)
+        return out
 
     def decision_function(self, X: Any, *, computed_groups: Iterable[int] | None = None
                           ) -> np.ndarray:
@@ -361,7 +417,8 @@ class PerSetChoice(RegressorMixin, BatchModel):
         S = self._key(computed_groups)
         half = self.choice(S)
         X = self._rows(X, S)
-        scores = self._score_anytime(X, S) if half == "anytime" else self._score_gbfs(X, S)
+        scores = {"anytime": self._score_anytime, "gbfs": self._score_gbfs,
+                  "specialist": self._score_specialist}[half](X, S)
         if self.task == "classification":
             return self.half_figures(half).figures(S).logits(scores)
         return scores
@@ -398,15 +455,19 @@ class PerSetChoice(RegressorMixin, BatchModel):
     def selected_features(self) -> np.ndarray:
         """Sorted feature indices (int64) that either half uses."""
         self._check_fitted()
-        return np.union1d(self.anytime_.selected_features(),
-                          self.gbfs_.selected_features()).astype(np.int64)
+        used = [self.anytime_.selected_features(), self.gbfs_.selected_features(),
+                *(s.columns for s in self.specialists_.values())]
+        return np.unique(np.concatenate(used)).astype(np.int64)
 
     # ----------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         """Parameters, validation rows, labels, classes and sequence in the envelope of
         ``algorithms.states``; the halves' states (each with its envelope) under
         ``anytime.`` and ``gbfs.``. Classes are an array when numeric, a list when strings;
-        ``sequence_half`` is 0 (anytime) / 1 (gbfs) per prefix."""
+        ``sequence_half`` is 0 (anytime) / 1 (gbfs) / 2 (specialist) per prefix. With
+        ``specialist_sets`` (format 2): those parameters, the fitted sets
+        (``specialist_groups`` flat, ``specialist_sizes``) and each specialist under
+        ``specialist.<i>.``; without them the state is format 1, as before."""
         if self.groups is None or self.costs is None:   # resolved by fit
             if not hasattr(self, "groups_"):
                 raise ValueError("the state of a PerSetChoice without groups or costs needs "
@@ -432,7 +493,7 @@ class PerSetChoice(RegressorMixin, BatchModel):
                 n_features_in=self.n_features_in_, X_val=self.X_val_, y_val=self.y_val_,
                 sequence=self.sequence_, cumulative_cost=self.cumulative_cost_,
                 sequence_figure=self.sequence_figure_,
-                sequence_half=np.array([HALVES.index(h) for h in self.sequence_half_],
+                sequence_half=np.array([ANSWERERS.index(h) for h in self.sequence_half_],
                                        dtype=np.int8))
             if self.task == "classification":
                 classes = self.classes_
@@ -440,6 +501,19 @@ class PerSetChoice(RegressorMixin, BatchModel):
                     else [str(c) for c in classes]
             payload.update({f"anytime.{k}": v for k, v in self.anytime_.state_dict().items()})
             payload.update({f"gbfs.{k}": v for k, v in self.gbfs_.state_dict().items()})
+        if self.specialist_sets is None:
+            return envelope(self.kind, 1, payload)
+        payload["specialist_sets"] = [[int(g) for g in S] for S in self.specialist_sets]
+        payload["max_specialists"] = int(self.max_specialists)
+        if hasattr(self, "anytime_figures_"):
+            fitted = list(self.specialists_.values())
+            payload["specialist_groups"] = np.array(
+                [g for s in fitted for g in s.groups], dtype=np.int64)
+            payload["specialist_sizes"] = np.array([len(s.groups) for s in fitted],
+                                                   dtype=np.int64)
+            for i, specialist in enumerate(fitted):
+                payload.update({f"specialist.{i}.{k}": v
+                                for k, v in specialist.state_dict().items()})
         return envelope(self.kind, self.format_version, payload)
 
     @classmethod
@@ -447,7 +521,7 @@ class PerSetChoice(RegressorMixin, BatchModel):
         """Inverse of :meth:`state_dict`, answering bit for bit as the saved model did;
         ValueError naming the member when the contents disagree (shapes, finiteness, groups
         and costs the same in both halves, labels, classes, the sequence)."""
-        _, payload = open_envelope(state, cls.kind, (cls.format_version,))
+        _, payload = open_envelope(state, cls.kind, (1, cls.format_version))
         sizes = get_array(payload, "group_sizes", (None,), kinds="iu")
         features = get_array(payload, "group_features", (None,), kinds="iu")
         if np.any(sizes < 1) or int(sizes.sum()) != features.size:
@@ -469,6 +543,12 @@ class PerSetChoice(RegressorMixin, BatchModel):
                                                    integer=True),
                     random_state=get_number(payload, "random_state", integer=True),
                     cache_size=get_number(payload, "cache_size", integer=True))
+        if "specialist_sets" in payload:
+            raw = payload["specialist_sets"]
+            if not isinstance(raw, list) or not all(isinstance(S, list) for S in raw):
+                raise ValueError("state 'specialist_sets' must be a list of lists")
+            model.specialist_sets = raw
+            model.max_specialists = get_number(payload, "max_specialists", integer=True)
         if "n_features_in" not in payload:
             return model
         d = get_number(payload, "n_features_in", integer=True)
@@ -506,14 +586,41 @@ class PerSetChoice(RegressorMixin, BatchModel):
             raise ValueError("state 'cumulative_cost' disagrees with 'costs' and 'sequence'")
         figures = get_array(payload, "sequence_figure", (J + 1,))
         halves = get_array(payload, "sequence_half", (J + 1,), kinds="iu")
-        if np.any((halves != 0) & (halves != 1)):
-            raise ValueError("state 'sequence_half' must hold 0 (anytime) or 1 (gbfs)")
+        specialists = _specialists(payload, groups, d) if "specialist_sets" in payload else []
+        allowed = (0, 1, 2) if specialists else (0, 1)
+        if np.any(~np.isin(halves, allowed)):
+            raise ValueError("state 'sequence_half' must hold 0 (anytime), 1 (gbfs) or, with "
+                             "specialists, 2 (specialist)")
         model._attach(anytime, gbfs, np.ascontiguousarray(X_val),
-                      np.ascontiguousarray(y_val), classes)
+                      np.ascontiguousarray(y_val), classes, specialists)
         model.sequence_, model.cumulative_cost_ = sequence, cumulative
         model.sequence_figure_ = figures
-        model.sequence_half_ = [HALVES[int(h)] for h in halves]
+        model.sequence_half_ = [ANSWERERS[int(h)] for h in halves]
         return model
+
+
+def _specialists(payload: dict[str, Any], groups: list, d: int) -> list[Specialist]:
+    """The specialists stored under ``specialist.<i>.``; ValueError naming the member."""
+    sizes = get_array(payload, "specialist_sizes", (None,), kinds="iu")
+    flat = get_array(payload, "specialist_groups", (None,), kinds="iu").astype(np.int64)
+    if np.any(sizes < 1) or int(sizes.sum()) != flat.size or \
+            np.any((flat < 0) | (flat >= len(groups))):
+        raise ValueError("state 'specialist_sizes' / 'specialist_groups' must describe "
+                         "non-empty sets of group ids")
+    out = []
+    for i, ids in enumerate(np.split(flat, np.cumsum(sizes)[:-1]) if sizes.size else []):
+        S = tuple(int(g) for g in ids)
+        if list(S) != sorted(set(S)):
+            raise ValueError(f"state 'specialist_groups' set {i} must be sorted and distinct")
+        columns = np.sort(np.concatenate([np.asarray(groups[g], dtype=np.int64) for g in S]))
+        if columns.size and columns[-1] >= d:
+            raise ValueError(f"state specialist {i} reads features beyond {d}")
+        try:
+            out.append(Specialist.from_state_dict(sub_state(payload, f"specialist.{i}."),
+                                                  S, columns))
+        except ValueError as exc:
+            raise ValueError(f"state member 'specialist.{i}.': {exc}") from exc
+    return out
 
 
 def _nested(payload: dict[str, Any], prefix: str, cls: type) -> Any:
@@ -558,4 +665,4 @@ def _plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["HALVES", "TIE_TOLERANCE", "VALIDATION_FRACTION", "PerSetChoice"]
+__all__ = ["ANSWERERS", "HALVES", "TIE_TOLERANCE", "VALIDATION_FRACTION", "PerSetChoice"]

@@ -1,0 +1,153 @@
+"""Specialists: the linear fits equal scikit-learn's Ridge / LogisticRegression on
+standardized columns; a specialist answers a set only when its held-out figure beats both
+halves' (brute force over the candidates), answers with the refit on exactly S, and states
+with specialists round-trip bit for bit while states without them stay format 1."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.preprocessing import StandardScaler
+
+from algorithms.per_set import PerSetChoice
+from algorithms.per_set.choice import TIE_TOLERANCE
+from algorithms.per_set.specialists import clean_sets, logistic_fit, ridge_fit
+from algorithms.registry import model_from_bytes
+
+GROUPS = [[0, 1], [2, 3], [4, 5]]
+GBFS_PARAMS = {"n_estimators": 30, "max_depth": 3, "learning_rate": 0.3, "random_state": 0}
+PINNED = [[0], [0, 1], [2]]
+
+
+def data(n, seed):
+    """Group 0 holds a product (trees see it, a linear model on every group does not), group
+    1 a linear term, group 2 noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6))
+    X[:, 3] *= 50.0   # a column on another scale: standardization matters
+    y = 2.0 * X[:, 0] * X[:, 1] + X[:, 2] + 0.02 * X[:, 3] + 0.3 * rng.normal(size=n)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = data(600, 0)
+    Xv, yv = data(300, 1)
+    model = PerSetChoice(groups=GROUPS, gbfs_params=GBFS_PARAMS, specialist_sets=PINNED)
+    return model.fit(X, y, X_val=Xv, y_val=yv), X, y, Xv
+
+
+def test_ridge_equals_sklearn():
+    X, y = data(200, 2)
+    coef, intercept = ridge_fit(X, y, alpha=1.0)
+    scaler = StandardScaler().fit(X)
+    ref = Ridge(alpha=1.0).fit(scaler.transform(X), y)
+    np.testing.assert_allclose(X @ coef + intercept, ref.predict(scaler.transform(X)),
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_logistic_equals_sklearn():
+    X, y = data(300, 3)
+    labels = np.where(y + 0.5 * X[:, 4] > 0, 1.0, -1.0)
+    coef, intercept = logistic_fit(X, labels, C=1.0)
+    scaler = StandardScaler().fit(X)
+    ref = LogisticRegression(C=1.0, tol=1e-12, max_iter=10_000).fit(
+        scaler.transform(X), labels)
+    np.testing.assert_allclose(X @ coef + intercept,
+                               ref.decision_function(scaler.transform(X)),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_specialist_answers_only_when_it_wins(fitted):
+    model, _, _, Xv = fitted
+    assert set(model.specialists_) == {(0,), (0, 1), (2,)}
+    answered = set()
+    for S in [(), (0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]:
+        halves = [model.anytime_figures_.figure(S), model.gbfs_figures_.figure(S)]
+        best_half = "gbfs" if halves[1] > halves[0] + TIE_TOLERANCE else "anytime"
+        expected = best_half
+        if S in model.specialists_:
+            own = model.specialist_figures_.figure(S)
+            assert model.figures(S)["specialist_figure"] == own
+            if own > max(halves) + TIE_TOLERANCE:
+                expected = "specialist"
+        else:
+            assert "specialist_figure" not in model.figures(S)
+        assert model.choice(S) == expected, S
+        answered.add(expected)
+        if expected == "specialist":
+            np.testing.assert_array_equal(model.predict(Xv, computed_groups=S),
+                                          model.specialists_[S].decision_function(Xv))
+    # the product of group 0 alone: the masked trees and the ridge on all groups trail a
+    # model trained on exactly group 0; the noise group's specialist wins nothing
+    assert model.choice((0,)) == "specialist"
+    assert model.choice((2,)) != "specialist" or \
+        model.specialist_figures_.figure((2,)) > max(model.anytime_figures_.figure((2,)),
+                                                     model.gbfs_figures_.figure((2,)))
+    assert "specialist" in answered
+
+
+def test_linear_specialist_is_the_refit_on_exactly_S(fitted):
+    model, X, y, Xv = fitted
+    for S, specialist in model.specialists_.items():
+        cols = np.concatenate([GROUPS[g] for g in S])
+        coef, intercept = ridge_fit(X[:, cols], y)
+        if specialist.kind == "linear":
+            np.testing.assert_allclose(specialist.decision_function(Xv),
+                                       Xv[:, cols] @ coef + intercept, rtol=1e-10,
+                                       atol=1e-10)
+        else:  # the trees were kept because they beat that refit on the held-out rows
+            linear = 1.0 - np.mean((Xv[:, cols] @ coef + intercept - model.y_val_) ** 2) \
+                / np.var(model.y_val_)
+            assert specialist.figure > linear - 1e-9
+
+
+def test_state_round_trip_with_specialists(fitted):
+    from algorithms.serialization import dumps_state
+
+    model, _, _, Xv = fitted
+    state = model.state_dict()
+    assert state["format_version"] == 2
+    loaded = model_from_bytes(dumps_state(state))
+    assert loaded.sequence_half_ == model.sequence_half_
+    for S in [(0,), (0, 1), (2,), (1, 2), None]:
+        np.testing.assert_array_equal(loaded.predict(Xv, computed_groups=S),
+                                      model.predict(Xv, computed_groups=S))
+        assert loaded.choice(S) == model.choice(S)
+
+
+def test_without_specialists_the_state_is_as_before():
+    X, y = data(200, 4)
+    model = PerSetChoice(groups=GROUPS, gbfs_params={**GBFS_PARAMS, "n_estimators": 5})
+    state = model.fit(X, y).state_dict()
+    assert state["format_version"] == 1
+    assert not [k for k in state if k.startswith("specialist")]
+    assert model.specialists_ == {}
+    assert "specialist" not in model.sequence_half_
+
+
+def test_classification_specialist_logits_are_calibrated():
+    X, _ = data(500, 5)
+    Xv, _ = data(200, 6)
+    model = PerSetChoice(groups=GROUPS, task="classification", gbfs_params=GBFS_PARAMS,
+                         specialist_sets=[[0]], max_specialists=1)
+    model.fit(X, np.where(X[:, 0] * X[:, 1] > 0, "yes", "no"), X_val=Xv,
+              y_val=np.where(Xv[:, 0] * Xv[:, 1] > 0, "yes", "no"))
+    assert model.choice((0,)) == "specialist"
+    raw = model.specialists_[(0,)].decision_function(Xv)
+    a, b = model.specialist_figures_.figures((0,)).platt_a, \
+        model.specialist_figures_.figures((0,)).platt_b
+    np.testing.assert_allclose(model.decision_function(Xv, computed_groups=[0]),
+                               a * raw + b, rtol=1e-12)
+
+
+def test_clean_sets_and_bad_params():
+    assert clean_sets([[1, 0], [0, 1], [], [2]], 3, 8) == [(0, 1), (2,)]
+    assert clean_sets([[0], [1], [2]], 3, 2) == [(0,), (1,)]
+    with pytest.raises(ValueError, match="group id"):
+        clean_sets([[0, 3]], 3, 8)
+    with pytest.raises(ValueError, match="lists"):
+        clean_sets(["ab"], 3, 8)
+    with pytest.raises(ValueError, match="max_specialists"):
+        PerSetChoice(groups=GROUPS, max_specialists=-1).check_params(6)
