@@ -34,8 +34,10 @@ def _media_type(request: Request) -> str:
 
 
 @router.post("/examples", status_code=202, response_model=ExamplesAccepted,
-             openapi_extra=EXAMPLES_BODY,
-             dependencies=[WriteAccess])
+             openapi_extra=EXAMPLES_BODY, dependencies=[WriteAccess],
+             responses={200: {"model": ExamplesAccepted,
+                              "description": "with dry_run=true: the body checked as an "
+                                             "append would check it; nothing appended"}})
 async def post_examples(model: str, request: Request, response: Response, manager: Manager,
                         settings: AppSettings, wait: bool = False,
                         dry_run: bool = Query(False, description=(
