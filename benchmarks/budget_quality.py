@@ -1,7 +1,7 @@
 """Prediction quality for whatever feature groups a client has computed: ours versus peers.
 
-    python benchmarks/budget_quality.py                      # 10 data sets, 5 seeds
-    python benchmarks/budget_quality.py --quick              # smoke run: 2 small sets, 2 seeds
+    python benchmarks/budget_quality.py            # 10 data sets, 5 seeds (~10 min of CPU)
+    python benchmarks/budget_quality.py --quick    # smoke run: 2 small sets, 2 seeds (~1 min)
     python benchmarks/budget_quality.py --datasets diabetes,phishing --seeds 3 \\
         --methods gbfs,lgbm-masked --out /tmp/bq.json
 
