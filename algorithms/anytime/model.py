@@ -9,6 +9,14 @@ O(|S|³) solve from the stored standardized ``C``, ``b``, cached per set, then O
 row); ``next_group(S)`` the method's greedy choice given ``S``. The protocol is the batch
 models' (``algorithms.batch``); ``budget=`` and ``groups=`` are the deprecated spellings of
 ``max_cost=`` and ``computed_groups=``.
+
+Classification (labels ±1, ``y > 0`` positive): ``classification_answer="logistic"`` keeps
+a seeded sample of at most ``logistic_rows`` training rows and answers a set ``S`` with the
+logistic refit on exactly ``S`` (``algorithms.anytime.logistic``: Newton on those rows,
+standardized by the training statistics, L2 ``logistic_alpha``; cached per set like the
+ridge solves); ``"regression"`` (and None, a regressor) answers with the ridge on the ±1
+labels. The sequence, the prefix weights and ``coef_for_groups`` are the ridge's either
+way; :meth:`answer_coef` / :meth:`decision_function` are the answer.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from algorithms.anytime.greedy import (
     sequence_groups,
     sequence_in_order,
 )
+from algorithms.anytime.logistic import logistic_refit
 from algorithms.anytime.statistics import SufficientStatistics, _as_matrix
 from algorithms.anytime.subsets import SubsetSolver
 from algorithms.batch import DEPRECATED, BatchModel, cost_slack, deprecated_alias
@@ -46,6 +55,8 @@ from algorithms.states import envelope, open_envelope, renamed
 METHODS = ("cs-g-omp", "cs-g-fr", "doubling", "no-whiten", "single", "group-lasso")
 SOLVE_CACHE_BYTES = 64 << 20  # factors, and coefficients, of recent sets kept (each)
 SOLVE_RTOL = 1e-14  # a solve's pivot <= SOLVE_RTOL * C_jj is a dependent direction
+ANSWERS = ("regression", "logistic")  # classification_answer (None: a regressor)
+ROWS_SEED = 0x6C6F67  # the sample of training rows a logistic answer keeps
 
 
 class AnytimeLinearModel(RegressorMixin, BatchModel):
@@ -70,16 +81,25 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
     cache_size : int
         Number of subset solutions kept by ``predict(computed_groups=...)`` and
         ``next_group``.
+    classification_answer : str, optional
+        None (a regressor), ``"regression"`` (labels ±1, the ridge answers) or
+        ``"logistic"`` (the logistic refit on exactly ``S`` answers; module docstring).
+    logistic_alpha : float
+        The refit's L2 ``λ > 0`` on standardized weights (default 1e-4).
+    logistic_rows : int
+        Training rows a logistic answer keeps (a seeded sample; default 5,000).
     """
 
     kind = "anytime-linear-model"
+    format_version = 2  # 2: the classification answer (written only with it; else 1)
     _renamed = {"budget": "max_cost"}
 
     def __init__(self, *, groups: Sequence[Sequence[int]] | None = None,
                  costs: Sequence[float] | None = None, method: str = "cs-g-omp",
                  alpha: float = 1e-6, max_cost: float | None = None,
                  max_groups: int | None = None, cache_size: int = 1024,
-                 budget: float | None = None) -> None:
+                 classification_answer: str | None = None, logistic_alpha: float = 1e-4,
+                 logistic_rows: int = 5000, budget: float | None = None) -> None:
         self.groups = groups
         self.costs = costs
         self.method = method
@@ -88,6 +108,9 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
                                          DEPRECATED if budget is None else budget, max_cost)
         self.max_groups = max_groups
         self.cache_size = cache_size
+        self.classification_answer = classification_answer
+        self.logistic_alpha = logistic_alpha
+        self.logistic_rows = logistic_rows
 
     def check_params(self, n_features: int) -> None:
         """ValueError naming the first parameter :meth:`fit` would refuse (groups and costs
@@ -103,6 +126,17 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         if isinstance(self.cache_size, bool) or not isinstance(self.cache_size, numbers.Integral) \
                 or self.cache_size < 0:
             raise ValueError(f"cache_size must be an integer >= 0, got {self.cache_size!r}")
+        if self.classification_answer is not None and self.classification_answer not in ANSWERS:
+            raise ValueError(f"classification_answer must be None or one of {ANSWERS}, got "
+                             f"{self.classification_answer!r}")
+        if not _is_number(self.logistic_alpha) or not self.logistic_alpha > 0 or \
+                not np.isfinite(self.logistic_alpha):
+            raise ValueError(f"logistic_alpha must be a finite number > 0, got "
+                             f"{self.logistic_alpha!r}")
+        if isinstance(self.logistic_rows, bool) or \
+                not isinstance(self.logistic_rows, numbers.Integral) or self.logistic_rows < 1:
+            raise ValueError(f"logistic_rows must be an integer >= 1, got "
+                             f"{self.logistic_rows!r}")
         self._groups_and_costs(n_features)
 
     def _groups_and_costs(self, n_features: int) -> tuple[list[np.ndarray], np.ndarray]:
@@ -125,19 +159,34 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         """Fit from data (dense, scipy sparse or CSRBatch); O(nnz·D) + sequencing."""
         check_matrix_shape(X if hasattr(X, "shape") else np.asarray(X))
         X = _as_matrix(X)
-        stats = SufficientStatistics.from_data(X, column_or_1d(y, X.shape[0]))
+        y = column_or_1d(y, X.shape[0])
+        stats = SufficientStatistics.from_data(X, y)
         validation = None
         if (X_val is None) != (y_val is None):
             raise ValueError("pass both X_val and y_val, or neither")
         if X_val is not None:
             validation = SufficientStatistics.from_data(X_val, y_val, X.shape[1])
-        return self.fit_statistics(stats, validation=validation)
+        rows = None
+        if self.classification_answer == "logistic":
+            n = X.shape[0]
+            keep = np.arange(n) if n <= self.logistic_rows else np.sort(
+                np.random.default_rng(ROWS_SEED).choice(n, size=self.logistic_rows,
+                                                        replace=False))
+            part = X[keep]
+            rows = (part.toarray() if sp.issparse(part) else np.asarray(part),
+                    np.asarray(y, dtype=np.float64)[keep])
+        return self.fit_statistics(stats, validation=validation, rows=rows)
 
     def fit_statistics(self, stats: SufficientStatistics, *,
-                       validation: SufficientStatistics | None = None) -> AnytimeLinearModel:
+                       validation: SufficientStatistics | None = None,
+                       rows: tuple[np.ndarray, np.ndarray] | None = None
+                       ) -> AnytimeLinearModel:
         """Fit from statistics alone (never re-reads data). Sequencing as documented per method,
-        then all prefix weights by one triangular solve, O(k²·J)."""
+        then all prefix weights by one triangular solve, O(k²·J). A logistic
+        ``classification_answer`` needs ``rows``: training rows ``(X (R, D), y (R,))``, at
+        most ``logistic_rows`` of them (kept, and refitted per set)."""
         self.check_params(stats.n_features)
+        logistic_rows = self._checked_rows(rows, stats.n_features)
         if stats.n < 1:
             raise ValueError("statistics are empty")
         D = stats.n_features
@@ -172,8 +221,27 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         if validation is not None:
             self.validation_explained_variance_ = explained_variance_from_statistics(
                 validation, self.coef_path_, self.intercept_path_)
+        self.logistic_X_, self.logistic_y_ = logistic_rows
         self._reset_caches()
         return self
+
+    def _checked_rows(self, rows, D: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The rows a logistic answer keeps (None, None otherwise); ValueError unless they
+        are at most ``logistic_rows`` finite float64 rows of ``D`` features with labels ±1
+        (``y > 0`` positive, the rest -1) of both classes."""
+        if self.classification_answer != "logistic":
+            return None, None
+        if rows is None:
+            raise ValueError("classification_answer='logistic' needs training rows")
+        X, y = np.asarray(rows[0], dtype=np.float64), np.asarray(rows[1], dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != D or y.shape != (X.shape[0],) or \
+                not 1 <= X.shape[0] <= self.logistic_rows:
+            raise ValueError(f"logistic rows must be 1..{self.logistic_rows} rows of {D} "
+                             f"features with one label each")
+        if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+            raise ValueError("logistic rows hold NaN or infinite values")
+        labels = np.where(y > 0, 1.0, -1.0)
+        return np.ascontiguousarray(X), labels
 
     def _standardized_ev(self, W: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         """Training EV ``2wᵀb − wᵀC₀w`` (``C₀ = C − λI``) of standardized weights ``W`` (P, D),
@@ -187,6 +255,7 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
     def _reset_caches(self) -> None:
         self._subset_cache: OrderedDict = OrderedDict()
         self._next_cache: OrderedDict = OrderedDict()
+        self._logistic_cache: OrderedDict = OrderedDict()
         self._kind = CRITERIA.get(self.method, CRITERIA["cs-g-fr"])
         self._lock = threading.Lock()  # the caches, read by several serving threads
         self._solver: SubsetSolver | None = None
@@ -194,7 +263,7 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
     def __getstate__(self) -> dict[str, Any]:
         """Pickling keeps the fitted model, not its caches (rebuilt on load)."""
         state = dict(self.__dict__)
-        for name in ("_subset_cache", "_next_cache", "_lock", "_solver"):
+        for name in ("_subset_cache", "_next_cache", "_logistic_cache", "_lock", "_solver"):
             state.pop(name, None)
         return state
 
@@ -262,6 +331,60 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
             while len(self._subset_cache) > limit:
                 self._subset_cache.popitem(last=False)
         return entry
+
+    def logistic_for_groups(self, computed_groups: Iterable[int]) -> tuple[np.ndarray, float]:
+        """Raw-scale ``(coef (D,), intercept)`` of the logistic refit on exactly
+        ``computed_groups`` (``algorithms.anytime.logistic`` on the kept rows, standardized
+        by the training means and scales); cached (LRU of ``cache_size`` sets and
+        ``SOLVE_CACHE_BYTES``). O(R·k) to standardize, O(R·k²) per Newton step."""
+        if getattr(self, "logistic_X_", None) is None:
+            raise ValueError("this model keeps no rows for logistic answers "
+                             "(classification_answer is not 'logistic')")
+        key = frozenset(_group_ids(computed_groups))
+        with self._lock:
+            hit = self._logistic_cache.get(key)
+            if hit is not None:
+                self._logistic_cache.move_to_end(key)
+                return hit
+        if any(g < 0 or g >= len(self.groups_) for g in key):
+            raise ValueError(f"group ids must be in [0, {len(self.groups_)})")
+        parts = [self.groups_[g] for g in sorted(key)]
+        idx = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        mean, scale = self.x_mean_[idx], self.x_scale_[idx]
+        w, b = logistic_refit((self.logistic_X_[:, idx] - mean) / scale, self.logistic_y_,
+                              float(self.logistic_alpha))
+        coef = np.zeros(self.n_features_in_)
+        coef[idx] = w / scale
+        entry = (coef, float(b - coef[idx] @ mean))
+        limit = max(1, min(int(self.cache_size), SOLVE_CACHE_BYTES // max(1, coef.nbytes)))
+        with self._lock:
+            self._logistic_cache[key] = entry
+            while len(self._logistic_cache) > limit:
+                self._logistic_cache.popitem(last=False)
+        return entry
+
+    def answer_coef(self, computed_groups: Iterable[int]) -> tuple[np.ndarray, float]:
+        """Raw-scale ``(coef, intercept)`` answering exactly ``computed_groups``: the logistic
+        refit (``classification_answer="logistic"``), else the ridge's
+        (:meth:`coef_for_groups`)."""
+        if self.classification_answer == "logistic":
+            return self.logistic_for_groups(computed_groups)
+        return self.coef_for_groups(computed_groups)
+
+    def decision_function(self, X, *, max_cost: float | None = None,
+                          computed_groups: Iterable[int] | None = None) -> np.ndarray:
+        """Scores (n,) for exactly ``computed_groups`` (default: the sequence's groups; with
+        ``max_cost``, those of the longest prefix within it): the logit of the logistic
+        refit (``classification_answer="logistic"``), else :meth:`predict`."""
+        if self.classification_answer != "logistic":
+            return self.predict(X, max_cost=max_cost, computed_groups=computed_groups)
+        if max_cost is not None and computed_groups is not None:
+            raise ValueError("pass either max_cost or computed_groups, not both")
+        if computed_groups is None:
+            j = len(self.sequence_) if max_cost is None else max(self.prefix_length(max_cost), 0)
+            computed_groups = [int(g) for g in self.sequence_[:j]]
+        coef, intercept = self.logistic_for_groups(computed_groups)
+        return self._matrix(X) @ coef + intercept
 
     def predict(self, X, *, max_cost: float | None = None,
                 computed_groups: Iterable[int] | None = None, budget: float | None = DEPRECATED,
@@ -367,13 +490,20 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
             payload[name.rstrip("_")] = getattr(self, name)
         if self.validation_explained_variance_ is not None:
             payload["validation_explained_variance"] = self.validation_explained_variance_
+        if self.classification_answer is None:  # written as before the option existed
+            return envelope(self.kind, 1, payload)
+        payload.update(classification_answer=self.classification_answer,
+                       logistic_alpha=float(self.logistic_alpha),
+                       logistic_rows=int(self.logistic_rows))
+        if self.logistic_X_ is not None:
+            payload.update(logistic_X=self.logistic_X_, logistic_y=self.logistic_y_)
         return envelope(self.kind, self.format_version, payload)
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> AnytimeLinearModel:
         """Inverse of :meth:`state_dict` (and of the states written before the envelope);
         contents checked (ValueError)."""
-        version, payload = open_envelope(state, cls.kind, (0, cls.format_version))
+        version, payload = open_envelope(state, cls.kind, (0, 1, cls.format_version))
         if version == 0:
             payload = renamed(payload, cls._renamed)
         try:
@@ -387,9 +517,13 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         groups = np.split(np.asarray(state["group_features"], dtype=np.int64),
                           np.cumsum(sizes)[:-1])
         costs = np.asarray(state["costs"], dtype=np.float64)
+        answer = {}
+        if "classification_answer" in state:  # format 2
+            answer = {name: state[name] for name in ("classification_answer", "logistic_alpha",
+                                                     "logistic_rows")}
         model = cls(groups=groups, costs=costs, method=state["method"], alpha=state["alpha"],
                     max_cost=state["max_cost"], max_groups=state["max_groups"],
-                    cache_size=state["cache_size"])
+                    cache_size=state["cache_size"], **answer)
         model.n_features_in_ = int(state["n_features_in"])
         model.groups_ = list(groups)
         model.y_mean_, model.y_scale_ = float(state["y_mean"]), float(state["y_scale"])
@@ -400,6 +534,12 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
         gram[np.triu_indices(D)] = np.asarray(state["gram_upper"], dtype=np.float64)
         model.gram_ = gram + np.triu(gram, 1).T
         model.validation_explained_variance_ = state.get("validation_explained_variance")
+        model.logistic_X_ = model.logistic_y_ = None
+        if model.classification_answer == "logistic":
+            model.logistic_X_, model.logistic_y_ = model._checked_rows(
+                (state["logistic_X"], state["logistic_y"]), model.n_features_in_)
+            if not np.all(np.abs(np.asarray(state["logistic_y"])) == 1.0):
+                raise ValueError("anytime state: logistic_y must hold labels -1 or +1")
         model._check_fitted()
         model._reset_caches()
         return model

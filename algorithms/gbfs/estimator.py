@@ -82,9 +82,9 @@ trees' (``unmasked_sets_[k]``; without held-out rows: when ``P_k`` holds every g
 splits on), and any other set ``S`` that holds every group it splits on (its answer is then
 exact) when it answers all groups; every other set gets the masked trees.
 ``feature_penalty="auto"`` (the default) sets ``mu = 0.0005 sum_i g_i^2 / mean_g c_g`` over
-each ensemble's (masked, or unmasked) training rows' initial gradients: a group of average cost must remove 0.1 %
-of the initial squared gradient at its first split, whatever n, the target's scale or the
-cost unit (all costs zero: mu = 0). The defaults (also ``reg_lambda=1``,
+each ensemble's (masked, or unmasked) training rows' initial gradients: a group of average
+cost must remove 0.1 % of the initial squared gradient at its first split, whatever n, the
+target's scale or the cost unit (all costs zero: mu = 0). The defaults (also ``reg_lambda=1``,
 ``min_samples_leaf=5``) were chosen on ``benchmarks/budget_quality.py``.
 ``next_group(S)`` (``"missing"``) is the group outside ``S`` with the largest training
 split gain per unit cost (``group_gain_``) that fits the budget.
@@ -823,14 +823,16 @@ class GBFS(ClassifierMixin, BatchModel):
             features = [int(f) for f in computed]
             keep = np.isin(np.arange(self.n_features_in_), features)
             n_trees = self.n_trees_for(features)
+            group_of = self._group_of()  # the groups whose features were all computed
+            groups = np.setdiff1d(np.arange(self._group_costs().size),
+                                  group_of[~keep]).tolist()
         if self.uncomputed == "prefix":
             return self._scores(X, n_trees)
         missing = ~keep
         if missing.any():
             X = X.copy()
             X[:, missing] = np.nan
-        unmasked = computed is DEPRECATED and self.answers_unmasked(groups)
-        return self._ensemble_scores(X, unmasked)
+        return self._ensemble_scores(X, self.answers_unmasked(groups))
 
     def decision_function(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
                           computed_groups: Iterable[int] | None = None) -> np.ndarray:
@@ -911,7 +913,8 @@ class GBFS(ClassifierMixin, BatchModel):
         state["base_score_"] = float(self.base_score_)
         state["n_features_in_"] = int(self.n_features_in_)
         state["feature_penalty_"] = float(self.feature_penalty_)
-        for name in _ARRAYS + _ARRAYS_V2 + (_ARRAYS_V3 if twin else ()) + (("classes_",) if self.loss == "logistic" else ()):
+        for name in _ARRAYS + _ARRAYS_V2 + (_ARRAYS_V3 if twin else ()) + (
+                ("classes_",) if self.loss == "logistic" else ()):
             state[name] = getattr(self, name)
         if self.loss == "logistic" and self.classes_.dtype.kind not in "biuf":
             state["classes_"] = [str(c) for c in self.classes_]   # JSON: labels as strings

@@ -39,14 +39,18 @@ def check_estimator(family: str, algorithm: str, task: str, layout: BatchLayout,
 
 
 def fit(family: str, algorithm: str, task: str, layout: BatchLayout, params: BatchParams,
-        training, validation, progress: Progress | None = None) -> tuple[Any, dict[str, Any]]:
+        training, validation, progress: Progress | None = None, rows=None
+        ) -> tuple[Any, dict[str, Any]]:
     """Fit on ``training`` (statistics, or an ``(X, y)`` window) and score on
-    ``validation`` (same kind, or None) -> (fitted model, metrics). FitError when the data
-    cannot support a fit."""
+    ``validation`` (same kind, or None) -> (fitted model, metrics). ``rows``: training
+    rows ``(X, y)`` beside statistics (``BatchFoldState.training_rows_copy``), passed to
+    the adapter's fit when there are any. FitError when the data cannot support a fit."""
     progress = progress or (lambda fraction: None)
     adapter = family_of(family)
     estimator = adapter.build_estimator(algorithm, task, layout, params)
-    return adapter.fit(estimator, task, layout, params, training, validation, progress)
+    extra = {} if rows is None else {"rows": rows}
+    return adapter.fit(estimator, task, layout, params, training, validation, progress,
+                       **extra)
 
 
 __all__ = ["FIGURE_NAMES", "TRAIN_ROWS", "FitError", "Progress", "build_estimator",

@@ -19,7 +19,11 @@ of its rows x D is folded as a dense array, through BLAS.)
 Classification models of a statistics family also keep a reservoir of held-out *rows* beside the
 validation statistics (``held_out_rows``: ``spec.held_out_capacity`` rows, at most 5,000
 and 64 MiB), on which a version's error, log-loss and calibrated probabilities are
-measured per computed set; states written before it load with an empty one.
+measured per computed set; states written before it load with an empty one. They also keep
+a reservoir of *training* rows (``train_rows``, the same capacity) that a version's logistic
+answers are refitted on (``service.batch.families.anytime``); states written before it load
+with an empty one, and their versions answer with the regression until every training
+example has passed through it.
 
 Windows: ``newest`` keeps the last N examples (a ring); ``reservoir`` keeps a uniform sample
 of N (Vitter's algorithm R) where the t-th example offered (t >= N) replaces slot
@@ -196,12 +200,15 @@ class BatchFoldState:
         self.params = params
         D = layout.n_features
         self.held_out_rows: RowWindow | None = None
+        self.train_rows: RowWindow | None = None
         if self.statistics:
             self.train: Any = SufficientStatistics(D)
             self.validation: Any = SufficientStatistics(D)
             if layout.spec.task == "classification" and params.validation_fraction > 0:
                 self.held_out_rows = RowWindow(Window("reservoir", 0, 0),
                                                held_out_capacity(D), D)
+            if layout.spec.task == "classification":
+                self.train_rows = RowWindow(Window("reservoir", 0, 1), held_out_capacity(D), D)
         else:
             window = params.window
             self.train = RowWindow(window, window.size, D)
@@ -237,6 +244,8 @@ class BatchFoldState:
                 self._add(part, matrix[rows] if not rows.all() else matrix, y[rows])
         if self.held_out_rows is not None and held.any():
             self.held_out_rows.offer(matrix[held], y[held])
+        if self.train_rows is not None and not held.all():
+            self.train_rows.offer(matrix[~held] if held.any() else matrix, y[~held])
         self.examples += matrix.shape[0]
         self.applied_id = entry_ids[-1]
 
@@ -267,6 +276,15 @@ class BatchFoldState:
         validation = self.validation.data() if self.validation.count else None
         return self.train.data(), validation
 
+    def training_rows_copy(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The training rows ``(X, y)`` of a statistics family's classification reservoir,
+        when every training example folded has been offered to it (a uniform sample of
+        them); None otherwise (no reservoir, or a state written before it)."""
+        rows = self.train_rows
+        if rows is None or not rows.count or rows.seen != int(self.train.n):
+            return None
+        return rows.data()
+
     def held_out_copy(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Held-out rows ``(X, y)`` a version measures its per-set figures on: the
         validation window (window families) or the classification reservoir of a
@@ -288,6 +306,8 @@ class BatchFoldState:
                 state.update(part.state(prefix))
         if self.held_out_rows is not None:
             state.update(self.held_out_rows.state("held_out"))
+        if self.train_rows is not None:
+            state.update(self.train_rows.state("train_rows"))
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -319,11 +339,14 @@ class BatchFoldState:
                 setattr(fresh, prefix, part)
             else:
                 part.load(state, prefix)
+        if fresh.train_rows is not None and "train_rows.seen" in state:
+            fresh.train_rows.load(state, "train_rows", signed=signed)  # absent before: empty
         if fresh.held_out_rows is not None and "held_out.seen" in state:
             fresh.held_out_rows.load(state, "held_out")  # absent before it existed: empty
         fresh.examples, fresh.applied_id = examples, applied or None
         self.train, self.validation = fresh.train, fresh.validation
         self.held_out_rows = fresh.held_out_rows
+        self.train_rows = fresh.train_rows
         self.examples, self.applied_id = fresh.examples, fresh.applied_id
 
 

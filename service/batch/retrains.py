@@ -172,6 +172,7 @@ class RetrainJobs:
         with self.lock:
             training, validation = self.state.training_copy()
             held_out = self.state.held_out_copy()
+            rows = self.state.training_rows_copy()
             through, examples = self.state.applied_id, self.state.examples
         self.last_retrain_examples, self.last_retrain_time = examples, time.monotonic()
         stop = self.fit_stop = threading.Event()
@@ -195,7 +196,7 @@ class RetrainJobs:
         try:
             fitting = asyncio.ensure_future(in_background(
                 fit, spec.family, spec.algorithm, spec.task, self.layout, self.params,
-                training, validation, progress))
+                training, validation, progress, rows))
             # (a fit this task no longer waits for, the fold having stopped, still ends)
             fitting.add_done_callback(lambda f: f.cancelled() or f.exception())
             saved = job.progress
@@ -233,7 +234,7 @@ class RetrainJobs:
                                          artifacts.held_out_for(spec.family, held_out))
                 # the fit's inputs are not needed any more: not held while the version is
                 # written and loaded (service.batch.spec.SizeEstimate.fit_peak)
-                training = validation = held_out = stats = model = None
+                training = validation = held_out = stats = model = rows = None
                 if await cancel_requested():
                     raise JobCancelled(job.id)
                 published = await self.storage.publish_artifact(

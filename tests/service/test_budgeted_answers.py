@@ -158,9 +158,12 @@ def test_auto_answers_each_set_with_its_better_half(batch_client, task):
 
 def test_anytime_classification_reports_held_out_error_and_calibrated_probabilities(
         batch_client):
+    """The regression answer (``classification_answer="regression"``, every version
+    written before the option)."""
     X, y = diabetes()
     y = _labels(y)
-    create_batch(batch_client, task="classification")
+    create_batch(batch_client, task="classification",
+                 params={"classification_answer": "regression"})
     entries = _post(batch_client, X, y, "classification", [(0, 200), (200, 400)])
     assert retrain(batch_client)["status"] == "succeeded"
     train, validation = reference_statistics(entries, 0.2, 10)
@@ -183,3 +186,83 @@ def test_anytime_classification_reports_held_out_error_and_calibrated_probabilit
         np.testing.assert_allclose(answer["probabilities"], p, rtol=1e-9)
         assert answer["labels"] == [1 if q >= 0.5 else -1 for q in answer["probabilities"]]
         assert 0.0 <= answer["expected_error"] <= 1.0 and answer["expected_explained_variance"]
+
+
+def test_anytime_classification_answers_with_the_logistic_refit_on_exactly_the_set(
+        batch_client):
+    """The default classification answer: the logistic refit on the fold's training rows
+    (every one of them here: the reservoir holds 5,000), equal to the in-process model
+    and to scikit-learn's LogisticRegression on the same standardized columns; the
+    sequence is the regression's."""
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = diabetes()
+    y = _labels(y)
+    create_batch(batch_client, task="classification")
+    entries = _post(batch_client, X, y, "classification", [(0, 200), (200, 400)])
+    assert retrain(batch_client)["status"] == "succeeded"
+    train, validation = reference_statistics(entries, 0.2, 10)
+    Xt, yt, _, _ = split_like_the_fold(entries, 0.2)
+    reference = AnytimeLinearModel(groups=GROUPS, costs=COSTS, classification_answer="logistic"
+                                   ).fit_statistics(train, validation=validation, rows=(Xt, yt))
+    regression = AnytimeLinearModel(groups=GROUPS, costs=COSTS).fit_statistics(
+        train, validation=validation)
+    served = _served(batch_client, "cs-g-omp", "classification")
+    assert served.model.classification_answer == "logistic"
+    assert served.meta["metrics"]["classification_answer"] == "logistic"
+    assert served.meta["metrics"]["logistic_rows"] == len(yt)
+    np.testing.assert_array_equal(served.model.sequence_, regression.sequence_)
+    held_X, held_y = served.held_out
+    figures = SetFigures(lambda rows, S: reference.decision_function(rows, computed_groups=S),
+                         held_X, held_y, task="classification", groups=GROUPS, costs=COSTS)
+    mean, scale = Xt.mean(axis=0), Xt.std(axis=0)
+    for S in SETS[1:]:
+        answer, _ = _ask(batch_client, X, S)
+        scores = reference.decision_function(X[400:442], computed_groups=S)
+        np.testing.assert_allclose(answer["predictions"], scores, rtol=1e-12, atol=1e-12)
+        expected = figures.figures(S)
+        assert answer["expected_error"] == pytest.approx(expected.error, abs=1e-12)
+        np.testing.assert_allclose(answer["probabilities"], expit(expected.logits(scores)),
+                                   rtol=1e-9)
+        idx = np.concatenate([GROUPS[g] for g in S])
+        sk = LogisticRegression(C=1.0 / (1e-4 * len(yt)), tol=1e-12, max_iter=10_000).fit(
+            (Xt[:, idx] - mean[idx]) / scale[idx], yt)
+        coef, intercept = reference.logistic_for_groups(S)
+        np.testing.assert_allclose(coef[idx] * scale[idx], sk.coef_[0], rtol=1e-5, atol=1e-6)
+        assert intercept + coef[idx] @ mean[idx] == pytest.approx(sk.intercept_[0], abs=1e-6)
+
+
+def test_a_fold_keeps_its_training_rows_and_one_written_before_answers_by_regression():
+    """Classification folds keep a uniform sample of their training rows (all of them
+    here); a fold state written before that reservoir loads with none, and its next fit
+    answers with the regression (its metrics say so) rather than refit on a biased
+    sample."""
+    import scipy.sparse as sp
+
+    from service.batch.fit import fit
+    from service.batch.fold_state import BatchFoldState
+    from service.batch.spec import split_params
+
+    X, y = diabetes()
+    y = _labels(y)
+    spec = ModelCreate(name="d", algorithm="cs-g-omp", groups=DIABETES_GROUPS,
+                       task="classification")
+    layout, params = BatchLayout(spec), split_params(spec)
+    state = BatchFoldState("anytime", layout, params)
+    state.apply_block(["1-0"], [300], sp.csr_matrix(X[:300]), y[:300])
+    rows = state.training_rows_copy()
+    assert rows is not None and rows[0].shape == (int(state.train.n), X.shape[1])
+    training, validation = state.training_copy()
+    model, metrics = fit("anytime", "cs-g-omp", "classification", layout, params, training,
+                         validation, rows=rows)
+    assert metrics["classification_answer"] == "logistic" and \
+        metrics["logistic_rows"] == int(state.train.n)
+    old = state.state_dict()
+    for key in [k for k in old if k.startswith("train_rows.")]:
+        del old[key]
+    state.load_state(old)
+    assert state.training_rows_copy() is None
+    model, metrics = fit("anytime", "cs-g-omp", "classification", layout, params, training,
+                         validation, rows=None)
+    assert model.classification_answer == "regression" and \
+        metrics["classification_answer"] == "regression"

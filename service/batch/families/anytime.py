@@ -3,7 +3,13 @@ the fold keeps sufficient statistics, a version answers ``w(S)·x + b(S)`` with
 ``w(S) = C_S⁻¹ b_S`` (cached per set) and the expected explained variance of exactly ``S``
 on the validation statistics (one quadratic form; the training statistics when none were
 held out); classification adds the held-out rows' error, log-loss and calibrated
-probabilities. ``next_group`` is the method's greedy choice given ``S`` within the cap.
+probabilities. Classification answers (``params.classification_answer``, default
+``"logistic"``) with the logistic refit on exactly ``S`` over the fold's reservoir of training
+rows (``AnytimeLinearModel.logistic_for_groups``, cached per set; the version keeps the
+rows), or with ``"regression"`` the ridge on the ±1 labels, as every version written before
+the option does; a fit whose fold has no uniform sample of its training rows (a state
+written before the reservoir) answers with the regression and says so in its metrics.
+``next_group`` is the method's greedy choice given ``S`` within the cap.
 """
 
 from __future__ import annotations
@@ -55,15 +61,28 @@ class AnytimeFamily(StatisticsFamily):
     def build_estimator(self, algorithm, task, layout, params):
         from algorithms.anytime import AnytimeLinearModel
 
+        options = dict(params.algorithm)
+        if task == "classification":
+            options.setdefault("classification_answer", "logistic")
+        elif options.get("classification_answer") is not None:
+            raise ValueError("classification_answer is for classification models only")
         return AnytimeLinearModel(groups=layout.groups, costs=layout.costs, method=algorithm,
-                                  **dict(params.algorithm))
+                                  **options)
 
-    def fit(self, estimator, task, layout, params, training, validation, progress):
+    def fit(self, estimator, task, layout, params, training, validation, progress,
+            rows=None):
         if training.n < 2:
             raise FitError(f"needs at least 2 training examples, the statistics hold "
                            f"{training.n}")
         progress(0.1)
-        model = estimator.fit_statistics(training, validation=validation)
+        if estimator.classification_answer == "logistic":
+            if rows is None:  # no uniform sample of the training rows: the regression
+                estimator.classification_answer = "regression"
+            else:
+                rows = (rows[0][:estimator.logistic_rows], rows[1][:estimator.logistic_rows])
+        model = estimator.fit_statistics(training, validation=validation,
+                                         rows=rows if estimator.classification_answer ==
+                                         "logistic" else None)
         progress(0.9)
         return model, _metrics(model, layout)
 
@@ -91,14 +110,14 @@ class AnytimeFamily(StatisticsFamily):
                              "costs along its sequence")
 
     def scorer(self, artifact):
-        return artifact.anytime_scores if artifact.task == "classification" else None
+        return answer_scores(artifact) if artifact.task == "classification" else None
 
     def request_rows(self, X):
         """As they come: a request's ``CSRBatch`` has the one product the answer needs."""
         return X
 
     def answer(self, artifact, X, S):
-        scores = artifact.anytime_scores(X, S)
+        scores = answer_scores(artifact)(X, S)
         ev, basis = artifact.expected_ev(S)
         out = {"predictions": scores.tolist(), "groups_used": artifact.names(S),
                "cost": artifact.layout.cost_of(S), "expected_explained_variance": ev,
@@ -140,19 +159,25 @@ class AnytimeFamily(StatisticsFamily):
         the validation statistics (``8·(1.5·D² + (J+8)·D)``, plus the held-out rows),
         served with the full Gram rebuilt (``+ 4·D²``); a fit peaks at ``7.5`` D x D
         arrays (group-lasso ``9``), loading a version at ``5`` beyond its blob; writing a
-        snapshot of S bytes holds ``1.75·S``."""
+        snapshot of S bytes holds ``1.75·S``. Classification also keeps a reservoir of
+        ``R`` training rows (``8·R·(D+1)``), which a version answering with the logistic
+        refit holds too (and a fit three times)."""
         D, J = int(spec.dimension), len(spec.groups)
         square = 8 * D * D
-        rows = 0
+        rows = train = logistic = 0
         if spec.task == "classification" and params.validation_fraction > 0:
             rows = 8 * held_out_capacity(D) * (D + 1)
-        fold = 2 * statistics_bytes(D) + rows
+        if spec.task == "classification":
+            train = 8 * held_out_capacity(D) * (D + 1)
+            answer = dict(params.algorithm).get("classification_answer", "logistic")
+            logistic = train if answer == "logistic" else 0
+        fold = 2 * statistics_bytes(D) + rows + train
         snapshot = fold + HEADER_BYTES
-        artifact = square // 2 + 8 * (J + 8) * D + statistics_bytes(D) + rows
+        artifact = square // 2 + 8 * (J + 8) * D + statistics_bytes(D) + rows + logistic
         served = artifact + square // 2
         squares = 9 if spec.algorithm == "group-lasso" else ANYTIME_FIT_SQUARES
-        fit = int(squares * square) + 3 * rows
-        load = artifact + ANYTIME_LOAD_SQUARES * square + rows
+        fit = int(squares * square) + 3 * (rows + logistic)
+        load = artifact + ANYTIME_LOAD_SQUARES * square + rows + logistic
         return SizeEstimate(fold, snapshot, int(SNAPSHOT_COPIES[self.fold_kind] * snapshot),
                             max(fit, load), served, artifact, versions)
 
@@ -162,9 +187,27 @@ class AnytimeFamily(StatisticsFamily):
         return FIT_FIXED_SECONDS + anytime_seconds(D, J, spec.algorithm)
 
 
+def answer_scores(artifact):
+    """``score(X, S)`` of a version: ``X w(S) + b(S)`` with the ridge's solve, or for a
+    logistic classification answer the logit of the refit on exactly ``S`` (both cached
+    per set by the model)."""
+    model = artifact.model
+    if getattr(model, "classification_answer", None) != "logistic":
+        return artifact.anytime_scores
+
+    def score(X, S):
+        coef, intercept = model.logistic_for_groups(S)
+        return X @ coef + intercept
+
+    return score
+
+
 def _metrics(model, layout: BatchLayout) -> dict[str, Any]:
     validation = model.validation_explained_variance_
-    return {"sequence": [layout.group_names[int(g)] for g in model.sequence_],
+    answer = {} if model.classification_answer is None else {
+        "classification_answer": model.classification_answer,
+        "logistic_rows": None if model.logistic_X_ is None else int(model.logistic_X_.shape[0])}
+    return {**answer,"sequence": [layout.group_names[int(g)] for g in model.sequence_],
             "cumulative_cost": [float(c) for c in model.cumulative_cost_],
             "train_explained_variance": [float(v) for v in model.train_explained_variance_],
             "validation_explained_variance": None if validation is None else
