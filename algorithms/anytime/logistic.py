@@ -26,9 +26,8 @@ MAX_ITER = 100
 TOL = 1e-10
 
 
-def _loss(Z: np.ndarray, y: np.ndarray, w: np.ndarray, b: float, lam: float) -> float:
-    margin = y * (Z @ w + b)
-    return float(-np.mean(log_expit(margin)) + 0.5 * lam * (w @ w))
+def _loss(y: np.ndarray, scores: np.ndarray, w: np.ndarray, lam: float) -> float:
+    return float(-np.mean(log_expit(y * scores)) + 0.5 * lam * (w @ w))
 
 
 def logistic_refit(Z: np.ndarray, y: np.ndarray, lam: float, *, tol: float = TOL,
@@ -41,32 +40,33 @@ def logistic_refit(Z: np.ndarray, y: np.ndarray, lam: float, *, tol: float = TOL
     t = (np.asarray(y, dtype=np.float64) > 0).astype(np.float64)
     y = 2.0 * t - 1.0
     rate = float(np.clip(t.mean(), 0.5 / n, 1.0 - 0.5 / n))
-    w, b = np.zeros(k), float(np.log(rate / (1.0 - rate)))
-    loss = _loss(Z, y, w, b, lam)
+    A = np.empty((n, k + 1))
+    A[:, :k], A[:, k] = Z, 1.0
+    theta = np.zeros(k + 1)
+    theta[k] = np.log(rate / (1.0 - rate))
+    scores = A @ theta
+    loss = _loss(y, scores, theta[:k], lam)
     for _ in range(max_iter):
-        p = expit(Z @ w + b)
-        residual = p - t
-        grad = np.concatenate([Z.T @ residual / n + lam * w, [residual.mean()]])
+        p = expit(scores)
+        grad = A.T @ (p - t) / n
+        grad[:k] += lam * theta[:k]
         if np.max(np.abs(grad)) < tol:
             break
-        weight = p * (1.0 - p) / n
-        A = np.column_stack([Z, np.ones(n)])
-        hessian = (A * weight[:, None]).T @ A
+        hessian = (A * (p * (1.0 - p) / n)[:, None]).T @ A
         hessian[np.diag_indices(k)] += lam
         hessian[k, k] += 1e-12
         try:
             step = cho_solve(cho_factor(hessian), grad)
         except LinAlgError:
             step = np.linalg.lstsq(hessian, grad, rcond=None)[0]
-        slope = float(grad @ step)
-        size = 1.0
+        move, slope, size = A @ step, float(grad @ step), 1.0
         while size > 1e-10:
-            w_new, b_new = w - size * step[:k], b - size * step[k]
-            new = _loss(Z, y, w_new, b_new, lam)
+            new_theta, new_scores = theta - size * step, scores - size * move
+            new = _loss(y, new_scores, new_theta[:k], lam)
             if new <= loss - 1e-4 * size * slope:
                 break
             size *= 0.5
         else:
             break  # no decrease left at the rounding level
-        w, b, loss = w_new, b_new, new
-    return w, float(b)
+        theta, scores, loss = new_theta, new_scores, new
+    return theta[:k].copy(), float(theta[k])
