@@ -192,6 +192,10 @@ class BatchModelPublic(BaseModel):
     log_end: str | None
     owner: bool = Field(description="whether this process folds the model's log")
     serving_error: str | None = None
+    specialists: list[dict[str, Any]] | None = Field(
+        None, description="auto models: the sets the served version fitted a specialist "
+        "for (groups, kind, whether it answers the set, held-out figures of it and both "
+        "halves)")
 
 
 class RollbackRequest(BaseModel):

@@ -146,6 +146,11 @@ def chunk_key(model: str, chunk_id: str, k: int) -> str:
     return f"{chunk_prefix(model)}{chunk_id}:{int(k)}"
 
 
+def requested_sets_key(model: str) -> str:
+    """Process id -> its counts of the computed sets ``/predict`` asked for (JSON)."""
+    return f"{KEY_PREFIX}:{{{model}}}:requested_sets"
+
+
 def model_keys(model: str) -> list[str]:
     """Every fixed key of one model (artifact blobs are listed in ``artifacts_key``; chunks of
     large values in the snapshot's ``chunks`` field and in chunked artifact values)."""
@@ -153,7 +158,7 @@ def model_keys(model: str) -> list[str]:
             lease_key(model), artifacts_key(model), version_key(model),
             version_seq_key(model), jobs_key(model), status_key(model),
             idempotency_key(model), idempotency_times_key(model), heartbeat_key(model),
-            view_key(model), cancels_key(model)]
+            view_key(model), cancels_key(model), requested_sets_key(model)]
 
 
 def spec_key(model: str) -> str:

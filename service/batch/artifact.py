@@ -305,8 +305,10 @@ class Artifact:
                            cost=float(layout.costs[order[j - 1]]))
             row.update(self.adapter.sequence_figures(self, S, j, metrics))
             prefixes.append(row)
+        specialists = metrics.get("specialists")  # (auto: the sets with a specialist)
         return {"version": self.version, "created_at": self.meta.get("created_at"),
-                "algorithm": self.meta.get("algorithm"), "prefixes": prefixes}
+                "algorithm": self.meta.get("algorithm"), "prefixes": prefixes,
+                **({"specialists": specialists} if specialists else {})}
 
     def order(self) -> list[int]:
         """The trained sequence of groups (the family's adapter says which)."""

@@ -19,6 +19,7 @@ import numpy as np
 from service import metrics
 from service.answers import AnswerPool
 from service.batch import artifact as artifacts
+from service.batch import requested_sets
 from service.batch.candidate import candidate
 from service.batch.fit import check_estimator
 from service.batch.host import BatchHost
@@ -155,6 +156,8 @@ class BatchModels:
             await self.worker.start(follow=False)
         self._tasks = [asyncio.create_task(self._watch_events()),
                        asyncio.create_task(self._check_versions())]
+        if self.storage.shared:  # the fits of other processes read this one's counts
+            self._tasks.append(asyncio.create_task(requested_sets.publish_loop(self)))
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
@@ -190,6 +193,7 @@ class BatchModels:
 
     async def drop(self, name: str) -> None:
         self.hosts.pop(name, None)
+        requested_sets.forget(name)
         if self.worker is not None:
             await self.worker.remove(name)
 
@@ -253,7 +257,9 @@ class BatchModels:
             "validation_examples": status["validation_examples"],
             "log_position": status["applied_id"], "log_end": log_end,
             "owner": bool(fold is not None and fold.owner),
-            "serving_error": host.load_error}
+            "serving_error": host.load_error,
+            **({} if served is None or "specialists" not in served.meta.get("metrics", {})
+               else {"specialists": served.meta["metrics"]["specialists"]})}
 
     # ------------------------------------------------------------------ jobs
     async def retrain(self, host: BatchHost) -> dict[str, Any]:
@@ -397,6 +403,8 @@ class BatchModels:
         for key, rows in rows_of.items():
             answers[key] = served.answer(X.to_scipy()[rows] if len(rows) < n else X,
                                          list(key), budget)
+        requested_sets.record(host.name, host.spec.incarnation,
+                              ((key, len(rows)) for key, rows in rows_of.items()))
         out = assemble(answers, rows_of, n)
         out.update(model=host.name, version=served.version)
         metrics.PREDICT_SECONDS.labels(host.name).observe(time.perf_counter() - started)

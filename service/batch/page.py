@@ -446,8 +446,36 @@ def sequence_page(model: str, family: str, task: str, sequence: dict[str, Any]) 
 {curve_svg(sequence, family, task)}
 <table id="sequence">{head}
 {"".join(body)}
-</table></body></html>
+</table>{specialists_table(sequence.get("specialists"), task)}</body></html>
 """
+
+
+def specialists_table(specialists: Any, task: str) -> str:
+    """The sets an auto version fitted a specialist for: the set, the specialist's kind,
+    whether it answers the set, and the held-out figures of it and of both halves for
+    exactly that set ("" when there are none). O(specialists)."""
+    if not isinstance(specialists, list) or not specialists:
+        return ""
+    names = ("explained_variance", "rmse") if task == "regression" else ("error", "log_loss")
+    who = ("specialist", "anytime", "gbfs")
+    top = ('<tr><th class="name" rowspan="2">specialist set</th><th rowspan="2">kind</th>'
+           '<th rowspan="2">answers</th>' + "".join(
+               f'<th class="group" colspan="{len(names)}">{w} (validation)</th>'
+               for w in who) + "</tr>")
+    below = "<tr>" + "".join(f'<th class="metric">{html.escape(metric_label(m))}</th>'
+                             for _ in who for m in names) + "</tr>"
+    rows = []
+    for entry in specialists:
+        if not isinstance(entry, dict):
+            continue
+        groups = entry.get("groups")
+        label = " + ".join(str(g) for g in groups) if isinstance(groups, list) else groups
+        figures = "".join(f"<td>{cell((entry.get(w) or {}).get(m))}</td>"
+                          for w in who for m in names)
+        rows.append(f'<tr><td class="name">{cell(label)}</td><td>{cell(entry.get("kind"))}'
+                    f'</td><td>{cell(entry.get("answers"))}</td>{figures}</tr>')
+    return f'\n<table id="specialists">{top}{below}\n{"".join(rows)}\n</table>'
+
 
 
 def models_page(models: list[dict[str, Any]]) -> str:

@@ -29,6 +29,7 @@ import time
 
 from service import metrics
 from service.batch import artifact as artifacts
+from service.batch import requested_sets
 from service.batch.families import family_of
 from service.batch.fit import FitError, fit
 from service.batch.jobs import Job, JobStatus, LeaseLost, VersionMeta
@@ -193,9 +194,10 @@ class RetrainJobs:
             return job.id in await self.storage.cancel_requests(self.name)
 
         outcome = "failed"
-        try:
+        try:  # (with the most requested sets, for a family that fits specialists)
+            params = await requested_sets.fit_params(self, family_of(spec.family))
             fitting = asyncio.ensure_future(in_background(
-                fit, spec.family, spec.algorithm, spec.task, self.layout, self.params,
+                fit, spec.family, spec.algorithm, spec.task, self.layout, params,
                 training, validation, progress, rows))
             # (a fit this task no longer waits for, the fold having stopped, still ends)
             fitting.add_done_callback(lambda f: f.cancelled() or f.exception())

@@ -334,3 +334,15 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     async def load_status(self, model: str) -> bytes | None: ...
+
+    # which computed sets /predict asks for (service.batch.requested_sets): each API
+    # process writes its own counts, the folding process reads them all
+    async def save_requested_sets(self, model: str, process_id: str, counts: bytes) -> None:
+        """Store ``process_id``'s requested-set counts of ``model`` (replacing its last
+        ones). This default keeps them in this process (one process)."""
+        self.__dict__.setdefault("_requested_sets", {}).setdefault(model, {})[
+            process_id] = counts
+
+    async def load_requested_sets(self, model: str) -> dict[str, bytes]:
+        """Every process's last requested-set counts of ``model``: process id -> counts."""
+        return dict(self.__dict__.get("_requested_sets", {}).get(model, {}))

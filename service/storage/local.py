@@ -368,6 +368,7 @@ class LocalStorage(Storage):
         self._pending: PendingJournal | None = None
         self._lock_handle = None
         self._status: dict[str, bytes] = {}
+        self._requested: dict[str, dict[str, bytes]] = {}  # model -> process -> counts
         self._incarnations: dict[str, str] = {}  # model -> the stored incarnation
         self._listeners: list[asyncio.Queue] = []
         self._job_listeners: list[asyncio.Queue] = []
@@ -455,6 +456,7 @@ class LocalStorage(Storage):
         shutil.rmtree(target, ignore_errors=True)
         self._pending.drop_model(name)
         self._status.pop(name, None)
+        self._requested.pop(name, None)
         return True
 
     async def append(self, model: str, entries: list[dict[bytes, bytes]], *,
@@ -666,6 +668,13 @@ class LocalStorage(Storage):
 
     async def load_status(self, model: str) -> bytes | None:
         return self._status.get(model)
+
+    async def save_requested_sets(self, model: str, process_id: str, counts: bytes) -> None:
+        """Kept in memory: only this process serves and fits the data directory's models."""
+        self._requested.setdefault(model, {})[process_id] = counts
+
+    async def load_requested_sets(self, model: str) -> dict[str, bytes]:
+        return dict(self._requested.get(model, {}))
 
 
 def open_url(url: str, settings) -> LocalStorage:

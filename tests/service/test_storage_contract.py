@@ -242,3 +242,18 @@ def test_deleting_a_model_leaves_nothing(backend):
         assert await s.list_artifacts(M) == {} and await s.load_jobs(M) == {}
         assert await s.load_status(M) is None
     run(backend, case)
+
+
+def test_requested_sets_are_kept_per_process_and_dropped_with_the_model(backend):
+    async def case(s):
+        assert await s.load_requested_sets(M) == {}
+        await s.save_requested_sets(M, "p1", b'{"counts": {"0": 3}}')
+        await s.save_requested_sets(M, "p2", b'{"counts": {"1": 1}}')
+        await s.save_requested_sets(M, "p1", b'{"counts": {"0": 5}}')  # replaces p1's
+        assert await s.load_requested_sets(M) == {"p1": b'{"counts": {"0": 5}}',
+                                                  "p2": b'{"counts": {"1": 1}}'}
+        assert await s.load_requested_sets("other") == {}
+        assert await s.delete_model(M)
+        assert await leftovers(s, M) == []
+        assert await s.load_requested_sets(M) == {}
+    run(backend, case)

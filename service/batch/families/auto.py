@@ -1,11 +1,17 @@
 """The auto family (``PerSetChoice``): an anytime sequence and GBFS fitted on one window;
 for each computed set the half (anytime or gbfs) with the better held-out figure answers,
 and says so (``answered_by``); ``next_group`` by the combined figure's gain per unit cost.
-The version keeps its held-out rows inside the model.
+The version keeps its held-out rows inside the model. Each retrain also fits specialists
+(a model on exactly one set's features, ``algorithms.per_set.specialists``) for the sets
+pinned in ``params.specialist_sets`` and then the sets ``/predict`` asked for most
+(:mod:`service.batch.requested_sets`), ``params.max_specialists`` (default 8) in all; a
+specialist answers its set when it beats both halves on the held-out rows
+(``answered_by: "specialist"``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from service.batch.checks import check_curves, probe_rows
@@ -20,9 +26,12 @@ from service.batch.families.gbfs import (
 )
 from service.batch.layout import BatchLayout
 from service.batch.sizes import ANYTIME_CUBE_SECONDS
+from service.errors import item_error
 
 # the halves of a PerSetChoice: colour and dash of their curves on the sequence page
 HALVES = {"anytime": ("#7b3fb5", "7 4"), "gbfs": ("#2ca02c", "2 3")}
+ANSWERERS = (*HALVES, "specialist")  # what may answer a prefix (answered_by)
+MAX_SPECIALISTS = 8  # PerSetChoice's default max_specialists
 
 
 class AutoFamily(BatchFamily):
@@ -40,8 +49,30 @@ class AutoFamily(BatchFamily):
     def build_estimator(self, algorithm, task, layout, params):
         from algorithms.per_set import PerSetChoice
 
+        keywords = dict(params.algorithm)
+        if keywords.get("specialist_sets") is not None:
+            keywords["specialist_sets"] = specialist_ids(layout, keywords["specialist_sets"])
         return PerSetChoice(groups=groups_lists(layout), costs=layout.costs, task=task,
-                            **dict(params.algorithm))
+                            **keywords)
+
+    def specialist_params(self, params, layout: BatchLayout, requested):
+        """``params`` whose ``specialist_sets`` are the pinned sets (group names) followed
+        by the ``requested`` ones (group-id tuples, most requested first) not among them,
+        ``max_specialists`` in all; ``params`` itself when that adds none. O(sets)."""
+        pinned = list(params.algorithm.get("specialist_sets") or [])
+        limit = params.algorithm.get("max_specialists", MAX_SPECIALISTS)
+        seen = {tuple(specialist_ids(layout, [S])[0]) for S in pinned}
+        names = [list(S) for S in pinned]
+        for S in requested:
+            if len(names) >= limit:
+                break
+            if S not in seen and all(0 <= g < layout.n_groups for g in S):
+                seen.add(S)
+                names.append([layout.group_names[g] for g in S])
+        if len(names) == len(pinned):
+            return params
+        return dataclasses.replace(params, algorithm={**params.algorithm,
+                                                      "specialist_sets": names})
 
     def fit_window(self, estimator, task, layout, params, X, y, validation, scaled,
                    progress):
@@ -71,9 +102,13 @@ class AutoFamily(BatchFamily):
         names = FIGURE_NAMES[artifact.task]
         answered = metrics.get("answered_by")
         if not isinstance(answered, list) or len(answered) != P or \
-                any(half not in HALVES for half in answered):
-            raise ValueError(f"meta.metrics.answered_by must name a half for each of {P} "
-                             "prefixes")
+                any(half not in ANSWERERS for half in answered):
+            raise ValueError(f"meta.metrics.answered_by must name a half (or 'specialist') "
+                             f"for each of {P} prefixes")
+        specialists = metrics.get("specialists", [])
+        if not isinstance(specialists, list) or len(specialists) != len(model.specialists_):
+            raise ValueError("meta.metrics.specialists must list the model's "
+                             f"{len(model.specialists_)} specialists")
         check_curves(metrics.get("validation"), names, P, "meta.metrics.validation")
         by_half = metrics.get("validation_by_half")
         if not isinstance(by_half, dict):
@@ -105,6 +140,8 @@ class AutoFamily(BatchFamily):
                "groups_used": artifact.names(used), "cost": artifact.layout.cost_of(used),
                "expected_on": "validation"}
         by_half = {name: figures[f"{name}_figure"] for name in HALVES}
+        if "specialist_figure" in figures:
+            by_half["specialist"] = figures["specialist_figure"]
         if artifact.task == "regression":
             out.update(expected_explained_variance=figures["explained_variance"],
                        expected_rmse=figures["rmse"],
@@ -132,11 +169,16 @@ class AutoFamily(BatchFamily):
     # ------------------------------------------------------------------ sizes
     def sizes(self, spec, params, versions):
         """GBFS's, plus the anytime half: its statistics and fit (``12·8·D²``) and
-        ``8·D² + 8·(J+8)·D`` in the version."""
+        ``8·D² + 8·(J+8)·D`` in the version; plus ``max_specialists`` specialists, each at
+        most an unmasked GBFS ensemble over the D features (trees, bin edges) and a linear
+        model (``8·D``)."""
         D, J = int(spec.dimension), len(spec.groups)
         square = 8 * D * D
-        return tree_sizes(spec, params, params.algorithm.get("gbfs_params") or {}, versions,
-                          artifact_extra=square + 8 * (J + 8) * D, fit_extra=12 * square)
+        own = params.algorithm.get("gbfs_params") or {}
+        return tree_sizes(spec, params, own, versions,
+                          artifact_extra=square + 8 * (J + 8) * D +
+                          _specialists(params) * _specialist_bytes(D, own),
+                          fit_extra=12 * square)
 
     def fit_seconds(self, spec, params, examples):
         D, J = float(spec.dimension), float(len(spec.groups))
@@ -144,20 +186,70 @@ class AutoFamily(BatchFamily):
         method = params.algorithm.get("method", "cs-g-omp")
         anytime = anytime_seconds(D, J, method if isinstance(method, str) else "cs-g-omp") + \
             ANYTIME_CUBE_SECONDS * n * D * D
-        return tree_seconds(spec, params, params.algorithm.get("gbfs_params") or {},
-                            examples) + anytime
+        own = params.algorithm.get("gbfs_params") or {}
+        specialists = _specialists(params) * tree_seconds(
+            spec, params, {**own, "masked_copies": 0, "unmasked_trees": False}, examples)
+        return tree_seconds(spec, params, own, examples) + anytime + specialists
+
+
+def specialist_ids(layout: BatchLayout, sets) -> list[list[int]]:
+    """``params.specialist_sets`` (lists of group names) as lists of group ids; a 422
+    naming the entry and the unknown group."""
+    if not isinstance(sets, list):
+        raise item_error("must be a list of lists of group names",
+                         field="params.specialist_sets")
+    return [layout.group_ids(S, field=f"params.specialist_sets[{i}]")
+            for i, S in enumerate(sets)]
+
+
+def _specialists(params) -> int:
+    """The specialists a fit may add: ``max_specialists`` (default 8)."""
+    limit = params.algorithm.get("max_specialists", MAX_SPECIALISTS)
+    return int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else 0
+
+
+def _specialist_bytes(D: int, own: dict) -> int:
+    """One specialist at most: an unmasked GBFS over D features (trees of ``max_depth``,
+    ``n_estimators`` of them, bin edges) or a linear model."""
+    depth = own.get("max_depth", 4) if isinstance(own.get("max_depth"), int) else 4
+    trees = own.get("n_estimators", 2000) if isinstance(own.get("n_estimators"), int) \
+        else 2000
+    bins = own.get("max_bins", 255) if isinstance(own.get("max_bins"), int) else 255
+    return 25 * trees * (2 ** (depth + 1) - 1) + 8 * D * bins + 8 * D
 
 
 def _metrics(model, layout: BatchLayout) -> dict[str, Any]:
-    """PerSetChoice's combined greedy sequence, which half answers each prefix, and both
-    halves' validation curves along it."""
+    """PerSetChoice's combined greedy sequence, which half (or specialist) answers each
+    prefix, both halves' validation curves along it, and each specialist's set with its
+    figures against the halves'."""
     order = [int(g) for g in model.sequence_]
     task = model.task
+    names = FIGURE_NAMES[task]
     halves = {half: curve(model.half_figures(half), order, task) for half in HALVES}
+
+    def figure(j: int, half: str, name: str) -> float:
+        if half == "specialist":
+            return float(getattr(model.half_figures(half).figures(order[:j]), name))
+        return halves[half][name][j]
+
     return {"sequence": [layout.group_names[g] for g in order],
             "cumulative_cost": [float(c) for c in model.cumulative_cost_],
             "answered_by": list(model.sequence_half_),
-            "validation": {name: [halves[half][name][j]
+            "validation": {name: [figure(j, half, name)
                                   for j, half in enumerate(model.sequence_half_)]
-                           for name in FIGURE_NAMES[task]},
-            "validation_by_half": halves}
+                           for name in names},
+            "validation_by_half": halves,
+            "specialists": [_specialist_row(model, layout, S, names)
+                            for S in model.specialists_]}
+
+
+def _specialist_row(model, layout: BatchLayout, S, names) -> dict[str, Any]:
+    """One specialist: its set, kind, whether it answers the set, and the held-out figures
+    (by name) of it and of both halves for exactly that set."""
+    row: dict[str, Any] = {"groups": [layout.group_names[g] for g in S],
+                           "kind": model.specialists_[S].kind,
+                           "answers": model.choice(S) == "specialist"}
+    for who in ANSWERERS:
+        figures = model.half_figures(who).figures(S)
+        row[who] = {name: float(getattr(figures, name)) for name in names}
+    return row

@@ -12,6 +12,8 @@ from service import wire
 from service.storage.redis.scripts import text
 from service.storage.redis.values import BLOB, replaced_ttl_ms
 
+REQUESTED_SETS_TTL_SECONDS = 86_400
+
 
 class ModelsMixin:
     """The snapshot, pending, version, job and status half of
@@ -107,3 +109,16 @@ class ModelsMixin:
 
     async def load_status(self, model: str) -> bytes | None:
         return await self.client.get(wire.status_key(model))
+
+    async def save_requested_sets(self, model: str, process_id: str, counts: bytes) -> None:
+        """One field per process; the hash expires a day after the last write, so a
+        process gone for good stops counting."""
+        key = wire.requested_sets_key(model)
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(key, process_id, counts)
+            pipe.expire(key, REQUESTED_SETS_TTL_SECONDS)
+            await pipe.execute()
+
+    async def load_requested_sets(self, model: str) -> dict[str, bytes]:
+        raw = await self.client.hgetall(wire.requested_sets_key(model))
+        return {text(k): v for k, v in raw.items()}
