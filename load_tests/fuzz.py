@@ -125,6 +125,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--suites", default=",".join(ROUND),
                         help=f"comma-separated, of {','.join(ROUND)}")
+    parser.add_argument("--ports", default="18100-18199",
+                        help="the server's port: the first free one of this range")
     parser.add_argument("--restores", type=int, default=0,
                         help="mutated batch snapshots to PUT after the timed suites")
     parser.add_argument("--out", default=str(ROOT / "load_tests" / "fuzz_results.json"))
@@ -144,7 +146,8 @@ def main(argv=None) -> int:
                       max_model_bytes=(64 if args.restores else 16) << 20,
                       max_total_model_bytes=(1024 if args.restores else 256) << 20,
                       wait_timeout_seconds=10, **({"batch_worker": "true"} if redis_url else {}))
-    server = serve(pick_port(18100, 18199), env, work)
+    low, high = (int(p) for p in args.ports.split("-"))
+    server = serve(pick_port(low, high), env, work)
     failed = True
     try:
         wait_ready(server)

@@ -332,17 +332,18 @@ class BatchFoldState:
             raise ValueError("examples must be a non-negative integer below 2^62")
         if not isinstance(applied, str):
             raise ValueError("applied_id must be a string")
+        signed = self.layout.spec.task == "classification"
         for prefix in ("train", "validation"):
             part = getattr(fresh, prefix)
             if self.statistics:
                 part = _load_statistics(state, prefix, self.layout.n_features)
                 setattr(fresh, prefix, part)
             else:
-                part.load(state, prefix)
+                part.load(state, prefix, signed=signed)
         if fresh.train_rows is not None and "train_rows.seen" in state:
             fresh.train_rows.load(state, "train_rows", signed=signed)  # absent before: empty
         if fresh.held_out_rows is not None and "held_out.seen" in state:
-            fresh.held_out_rows.load(state, "held_out")  # absent before it existed: empty
+            fresh.held_out_rows.load(state, "held_out", signed=signed)  # absent before it existed: empty
         fresh.examples, fresh.applied_id = examples, applied or None
         self.train, self.validation = fresh.train, fresh.validation
         self.held_out_rows = fresh.held_out_rows

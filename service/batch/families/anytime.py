@@ -109,6 +109,24 @@ class AnytimeFamily(StatisticsFamily):
             raise ValueError("artifact's cumulative costs are not the sums of the groups' "
                              "costs along its sequence")
 
+    def check_artifact(self, artifact):
+        """The sequence rows' curves (one finite figure per prefix) and the ranges of
+        :func:`check_anytime_ranges`."""
+        super().check_artifact(artifact)
+        metrics, model = artifact.meta["metrics"], artifact.model
+        P = len(model.sequence_) + 1
+        check_numbers(metrics.get("train_explained_variance"), P,
+                      "meta.metrics.train_explained_variance")
+        check_numbers(metrics.get("validation_explained_variance"), P,
+                      "meta.metrics.validation_explained_variance", optional=True)
+        check_anytime_ranges(model)
+
+    def probe_rows(self, artifact):
+        """Zeros, the held-out rows, the training mean and the mean ± one deviation."""
+        model = artifact.model
+        mean, scale = np.asarray(model.x_mean_), np.asarray(model.x_scale_)
+        return probe_rows(artifact, np.vstack([mean, mean + scale, mean - scale]))
+
     def scorer(self, artifact):
         return answer_scores(artifact) if artifact.task == "classification" else None
 
@@ -185,6 +203,30 @@ class AnytimeFamily(StatisticsFamily):
         """D³ and J·D² of the sequencing (iterations x D² for group-lasso)."""
         D, J = float(spec.dimension), float(len(spec.groups))
         return FIT_FIXED_SECONDS + anytime_seconds(D, J, spec.algorithm)
+
+
+def check_anytime_ranges(model) -> None:
+    """ValueError unless a loaded anytime model's numbers are in the ranges a fit makes,
+    which keep every set's answer finite: deviations in ``[1e-13, 2^51]`` and means within
+    ``2^51`` (the inputs are below 2^50; a fit floors a deviation at ``τ = 1e-12·max(1,
+    max|mean|)``, below which the feature keeps deviation 1), the standardized ``C``
+    within ``max(1, τ)² + α`` and ``b`` within ``max(1, τ)`` in absolute value
+    (Cauchy-Schwarz), and every prefix's weights bounded
+    (:func:`~service.batch.checks.bounded_linear`). O(D²)."""
+    scale, mean, limit = np.asarray(model.x_scale_), np.asarray(model.x_mean_), \
+        2.0 * MAX_ABS_INPUT
+    if not (np.all(scale >= 1e-13) and np.all(scale <= limit) and
+            0 < model.y_scale_ <= limit and abs(model.y_mean_) <= limit and
+            np.all(np.abs(mean) <= limit)):
+        raise ValueError("anytime model: its scales or means are out of range")
+    tau = max(1.0, 1e-12 * max(1.0, float(np.abs(mean).max(initial=0.0))))
+    slack = 1.0 + 1e-6
+    if not np.all(np.abs(model.gram_) <= (tau * tau + float(model.alpha)) * slack) or \
+            not np.all(np.diag(model.gram_) >= 0):
+        raise ValueError("anytime model: its standardized Gram matrix is out of range")
+    if not np.all(np.abs(model.correlation_) <= tau * slack):
+        raise ValueError("anytime model: its correlations are out of range")
+    bounded_linear(model.coef_path_, model.intercept_path_, "anytime model")
 
 
 def answer_scores(artifact):
