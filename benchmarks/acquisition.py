@@ -1,6 +1,6 @@
 """Which group next, per example: acquisition policies side by side (AFABench's protocol).
 
-    python benchmarks/acquisition.py                    # every set, 3 seeds, Spambase
+    python benchmarks/acquisition.py                    # every set, 2 seeds, Spambase
     python benchmarks/acquisition.py --quick            # smoke run: 2 small sets, 1 seed
     python benchmarks/acquisition.py --datasets cube-nm,diabetes --seeds 2 --out /tmp/a.json
     python benchmarks/acquisition.py --datasets none --spambase /path/to/spambase.csv
@@ -81,11 +81,14 @@ from algorithms.datasets.acquisition_synthetic import (  # noqa: E402
 from algorithms.gbfs import GBFS  # noqa: E402
 from algorithms.per_set import SetFigures  # noqa: E402
 from benchmarks._report import machine, table  # noqa: E402
+from algorithms.datasets.grouped_synthetic import (  # noqa: E402
+    make_latent_groups,
+    make_regime_groups,
+)
 from benchmarks.budget_quality import (  # noqa: E402
     load_breast_cancer_task,
     load_diabetes_task,
     load_digits_task,
-    make_latent_groups,
 )
 
 CAP_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
@@ -121,24 +124,35 @@ def _from_task(task) -> Data:
                 task.group_names, task.source)
 
 
+def _grouped(made, source: str) -> Data:
+    """A binary ``GroupedDataset`` of ``algorithms.datasets.grouped_synthetic``."""
+    return Data(made.X, made.y, "binary", [g.tolist() for g in made.groups], made.costs,
+                list(made.names) or [f"group {g}" for g in range(len(made.groups))], source)
+
+
 def _generated(kind: str, source: str, made) -> Data:
     X, y, groups, costs, names = made
     return Data(X, y, kind, groups, costs, names, source)
 
 
+CUBE_ROWS = 1500          # the CUBE sets' rows at most: the 8-class booster's predictions
 DATASETS: dict[str, Callable[[int, int], Data]] = {
-    "cube": lambda n, s: _generated("multiclass", f"make_cube({n})", make_cube(n, seed=s)),
-    "cube-nonuniform": lambda n, s: _generated(
-        "multiclass", f"make_cube({n}, nonuniform=True)", make_cube(n, nonuniform=True,
-                                                                    seed=s)),
     "cube-nm": lambda n, s: _generated("binary", f"make_cube_nm({n})", make_cube_nm(n, seed=s)),
     "syn1": lambda n, s: _generated("binary", f"make_switch(1, {n})", make_switch(1, n, seed=s)),
     "syn2": lambda n, s: _generated("binary", f"make_switch(2, {n})", make_switch(2, n, seed=s)),
     "syn3": lambda n, s: _generated("binary", f"make_switch(3, {n})", make_switch(3, n, seed=s)),
-    "latent": lambda n, s: _from_task(make_latent_groups(n, "classification", seed=s)),
+    "latent": lambda n, s: _grouped(make_latent_groups(n, "classification", seed=s),
+                                    f"make_latent_groups({n}, 'classification')"),
+    "regime": lambda n, s: _grouped(make_regime_groups(n, "classification", seed=s),
+                                    f"make_regime_groups({n}, 'classification')"),
     "breast-cancer": lambda n, s: _from_task(load_breast_cancer_task(False)),
     "digits-parity": lambda n, s: _from_task(load_digits_task(False)),
     "diabetes": lambda n, s: _from_task(load_diabetes_task(False)),
+    "cube": lambda n, s: _generated("multiclass", f"make_cube({min(n, CUBE_ROWS)})",
+                                    make_cube(min(n, CUBE_ROWS), seed=s)),
+    "cube-nonuniform": lambda n, s: _generated(
+        "multiclass", f"make_cube({min(n, CUBE_ROWS)}, nonuniform=True)",
+        make_cube(min(n, CUBE_ROWS), nonuniform=True, seed=s)),
 }
 QUICK_DATASETS = ("cube-nm", "diabetes")
 
@@ -522,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, help="rows of each generated set")
     parser.add_argument("--spambase", type=Path, help="the Spambase CSV (UCI); default: "
                         "the data folder next to the repository, skipped by --quick")
+    parser.add_argument("--no-spambase", action="store_true", help="skip Spambase")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "acquisition.json")
     args = parser.parse_args(argv)
     names = list(QUICK_DATASETS if args.quick else DATASETS) if args.datasets is None else \
@@ -529,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in DATASETS]
     if unknown:
         parser.error(f"unknown data sets {unknown}; known: {sorted(DATASETS)}")
-    seeds = args.seeds or (1 if args.quick else 3)
+    seeds = args.seeds or (1 if args.quick else 2)
     n = args.n or (800 if args.quick else 2000)
     results: list[dict[str, Any]] = []
     spambase = None
@@ -556,7 +571,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{ours['per-set']['area']:.4f}, aaco {ours['aaco']['area']:.4f} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
         write()
-    spambase_path = args.spambase or (None if args.quick else DEFAULT_SPAMBASE)
+    spambase_path = None if args.no_spambase else \
+        args.spambase or (None if args.quick else DEFAULT_SPAMBASE)
     if spambase_path is not None:
         if spambase_path.exists():
             spambase = run_spambase(spambase_path)
