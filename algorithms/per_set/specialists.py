@@ -11,7 +11,8 @@ candidates are fitted on the training rows restricted to ``C_S``:
   ``min_w,b C sum_i log(1 + exp(-y_i (z_i w + b))) + ||w||^2 / 2``, by Newton's method with
   a backtracking line search (O(n k^2 + k^3) per step, a few steps). Both equal
   scikit-learn's ``Ridge(alpha)`` / ``LogisticRegression(C)`` on ``StandardScaler``-ed
-  columns. ``alpha = C = 1``.
+  columns. The penalty is the one of ``RIDGE_ALPHAS`` / ``LOGISTIC_CS`` with the best
+  held-out figure.
 - *gbfs*: :class:`~algorithms.gbfs.GBFS` on the columns ``C_S`` only, every group of ``S``
   computed: no masked copies (``masked_copies=0``), no feature penalty, early stopping on
   its own split of the training rows.
@@ -19,9 +20,10 @@ candidates are fitted on the training rows restricted to ``C_S``:
 The candidate with the better figure on the held-out validation rows (explained variance,
 or cross-fitted -log-loss of Platt-calibrated scores: :mod:`algorithms.per_set.figures`)
 is kept; ties go to the linear one. The held-out rows are never trained on; choosing on
-them biases the kept figure up by the spread of two candidates (as choosing between the
-halves does). Scores: the prediction (regression) or the raw logit / margin
-(classification), answered on the full-width rows by reading ``C_S`` only.
+them (a penalty, then one of two candidates) biases the kept figure up by the spread of
+the candidates (as choosing between the halves does). Scores: the prediction (regression)
+or the raw logit / margin (classification), answered on the full-width rows by reading
+``C_S`` only.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ from algorithms.nvsd._state import get_array, get_number, sub_state
 from algorithms.per_set.figures import classification_figures, regression_figures
 
 KINDS = ("linear", "gbfs")
-RIDGE_ALPHA = 1.0     # ridge penalty on standardized columns (regression)
-LOGISTIC_C = 1.0      # inverse L2 penalty of the logistic specialist (classification)
+RIDGE_ALPHA = 1.0     # ridge_fit's default penalty on standardized columns
+LOGISTIC_C = 1.0      # logistic_fit's default inverse L2 penalty
+RIDGE_ALPHAS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)   # tried by a specialist (regression)
+LOGISTIC_CS = (0.01, 0.1, 1.0, 10.0, 100.0)            # tried by a specialist (classification)
 _GBFS_FIXED = {"masked_copies": 0, "feature_penalty": 0.0, "unmasked_trees": False}
 
 
@@ -116,15 +120,18 @@ def logistic_fit(X: np.ndarray, y: np.ndarray, C: float = LOGISTIC_C, *,
 # ----------------------------------------------------------------------- one set
 class Specialist:
     """The kept model of one set: ``groups`` (sorted ids), ``columns`` (their features,
-    sorted), ``kind`` ("linear" | "gbfs"), ``coef`` / ``intercept`` (linear) or ``trees``
-    (a GBFS on ``columns``), and its held-out ``figure``."""
+    sorted), ``kind`` ("linear" | "gbfs"), ``coef`` / ``intercept`` / ``penalty`` (linear:
+    ridge alpha or logistic C) or ``trees`` (a GBFS on ``columns``), and its held-out
+    ``figure``."""
 
     def __init__(self, groups: tuple[int, ...], columns: np.ndarray, kind: str, *,
                  coef: np.ndarray | None = None, intercept: float = 0.0,
-                 trees: GBFS | None = None, figure: float = float("nan")) -> None:
+                 trees: GBFS | None = None, figure: float = float("nan"),
+                 penalty: float | None = None) -> None:
         self.groups, self.columns, self.kind = tuple(groups), columns, kind
         self.coef, self.intercept, self.trees, self.figure = coef, float(intercept), trees, \
             float(figure)
+        self.penalty = penalty
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Scores of full-width rows ``X`` from the columns of the set only. O(n k) or
@@ -146,7 +153,7 @@ class Specialist:
         state: dict[str, Any] = {"kind": KINDS.index(self.kind), "figure": self.figure}
         if self.kind == "linear":
             state.update(coef=np.asarray(self.coef, dtype=np.float64),
-                         intercept=self.intercept)
+                         intercept=self.intercept, penalty=float(self.penalty or 0.0))
         else:
             state.update({f"trees.{k}": v for k, v in self.trees.state_dict().items()})
         return state
@@ -163,7 +170,8 @@ class Specialist:
         if kind == 0:
             coef = get_array(state, "coef", (columns.size,))
             return cls(groups, columns, "linear", coef=coef,
-                       intercept=get_number(state, "intercept"), figure=figure)
+                       intercept=get_number(state, "intercept"), figure=figure,
+                       penalty=get_number(state, "penalty"))
         trees = GBFS.from_state_dict(sub_state(state, "trees."))
         if trees.n_features_in_ != columns.size:
             raise ValueError(f"'trees.' must read {columns.size} columns, reads "
@@ -183,13 +191,19 @@ def fit_specialist(X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.nd
                    progress: Callable[[float], None] | None = None) -> Specialist:
     """The better of the linear and the GBFS candidate for the set ``S`` (non-empty; ids
     into ``groups``) on the held-out rows ``(X_val, y_val)`` (module docstring). ``y``:
-    targets, or -1 / +1 labels. Cost: one linear fit and one GBFS fit on ``n x k``."""
+    targets, or -1 / +1 labels. Cost: a linear fit per penalty and one GBFS fit on
+    ``n x k``."""
     columns = np.sort(np.concatenate([np.asarray(groups[g], dtype=np.int64) for g in S]))
     Xs, Xv = np.ascontiguousarray(X[:, columns]), np.ascontiguousarray(X_val[:, columns])
     fit_linear = ridge_fit if task == "regression" else logistic_fit
-    coef, intercept = fit_linear(Xs, y)
-    linear = Specialist(S, columns, "linear", coef=coef, intercept=intercept)
-    linear.figure = _figure(task, linear.decision_function(X_val), y_val)
+    linear = None
+    for penalty in RIDGE_ALPHAS if task == "regression" else LOGISTIC_CS:
+        coef, intercept = fit_linear(Xs, y, penalty)
+        candidate = Specialist(S, columns, "linear", coef=coef, intercept=intercept,
+                               penalty=penalty)
+        candidate.figure = _figure(task, candidate.decision_function(X_val), y_val)
+        if linear is None or candidate.figure > linear.figure + 1e-12:
+            linear = candidate
     position = {int(f): j for j, f in enumerate(columns)}
     sub_groups = [[position[int(f)] for f in groups[g]] for g in S]
     params = {**dict(gbfs_params or {}), **_GBFS_FIXED}
@@ -226,5 +240,5 @@ def clean_sets(sets: Any, n_groups: int, limit: int) -> list[tuple[int, ...]]:
     return out[:limit]
 
 
-__all__ = ["KINDS", "LOGISTIC_C", "RIDGE_ALPHA", "Specialist", "clean_sets",
-           "fit_specialist", "logistic_fit", "ridge_fit"]
+__all__ = ["KINDS", "LOGISTIC_C", "LOGISTIC_CS", "RIDGE_ALPHA", "RIDGE_ALPHAS", "Specialist",
+           "clean_sets", "fit_specialist", "logistic_fit", "ridge_fit"]
