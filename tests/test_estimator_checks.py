@@ -79,7 +79,8 @@ def _per_set():
     return PerSetChoice(groups=GROUPS, costs=[1.0, 2.0, 0.5], method="cs-g-fr",
                         anytime_params={"alpha": 1e-3},
                         gbfs_params={"n_estimators": 6, "max_depth": 2, "subsample": 0.7,
-                                     "random_state": 3}, random_state=1)
+                                     "random_state": 3}, random_state=1,
+                        specialist_sets=[[0, 1], [2]])
 
 
 # kind -> (a new unfitted model, which target it learns)
