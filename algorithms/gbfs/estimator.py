@@ -551,6 +551,8 @@ class GBFS(ClassifierMixin, BatchModel):
                       default_left: np.ndarray | None = None) -> None:
         """Store the unmasked ensemble (None: none, zero trees and no set it answers)."""
         if base is None:
+            if not 0 <= int(self.max_depth) <= 16:  # before 2^depth: a loaded state's value
+                raise ValueError("need 0 <= max_depth <= 16")
             n_nodes = 2 ** (int(self.max_depth) + 1) - 1
             feature = np.full((0, n_nodes), -1, dtype=np.int32)
             threshold = np.zeros((0, n_nodes), dtype=np.int32)

@@ -364,8 +364,13 @@ def campaign(base_url: str, mutations: int, seed: int = 0, log=print) -> dict[st
         except Exception:  # noqa: BLE001 - a value the writer refuses
             counts["unsendable"] += 1
             continue
-        found = put_and_judge(client, blob, changes[-1], name=name, base=bases[name],
-                              outcome=counts)
+        try:
+            found = put_and_judge(client, blob, changes[-1], name=name, base=bases[name],
+                                  outcome=counts)
+        except OSError as exc:  # requests' timeouts and connection errors
+            found = [f"{[(w, key, fn.__name__) for w, key, fn in changes]}: {exc!r}"]
+            counts["hangs"] = counts.get("hangs", 0) + 1
+            client.put(f"/v1/models/{name}/snapshot", content=bases[name])
         counts["mutations"] += 1
         failures += [f"{name}: {f}" for f in found]
         if (k + 1) % 250 == 0:
