@@ -94,3 +94,19 @@ def test_auto_puts_pinned_sets_first_then_the_most_requested():
     assert family.specialist_params(params, layout, [(1, 3)]) is params
     model = family.build_estimator("auto", "regression", layout, out)
     assert model.specialist_sets == [[1, 3], [0], [2]]
+
+
+def test_size_and_fit_time_estimates_count_the_specialists():
+    from service.batch.spec import estimate_fit_seconds, estimate_sizes
+
+    def estimates(**params):
+        spec = ModelCreate(name="a", algorithm="auto", groups=DIABETES_GROUPS,
+                           params={"gbfs_params": {"n_estimators": 100}, **params})
+        split = split_params(spec)
+        return estimate_sizes(spec, split).artifact, estimate_fit_seconds(spec, split)
+
+    none, two, eight = (estimates(max_specialists=0), estimates(max_specialists=2),
+                        estimates())
+    per_version = 25 * 100 * 31 + 8 * 10 * 255 + 8 * 10   # one specialist at most
+    assert two[0] - none[0] == 2 * per_version and eight[0] - none[0] == 8 * per_version
+    assert none[1] < two[1] < eight[1]
