@@ -16,6 +16,7 @@ from algorithms.acquisition.policy import (
     ConditionedAcquisition,
     Decision,
     _mean_interval,
+    missing_within,
 )
 
 
@@ -29,11 +30,7 @@ class GreedyNeighbours(ConditionedAcquisition):
 
     def _decide(self, x, S, max_cost, exchange_rate, rows, per_example, fallback):
         table, costs = self.table_, self.costs_
-        spent = float(costs[list(S)].sum()) if S else 0.0
-        room = None if max_cost is None else float(max_cost) - spent
-        slack = 0.0 if room is None else 1e-12 * max(1.0, abs(room))
-        missing = [g for g in range(len(costs)) if g not in S and
-                   (room is None or costs[g] <= room + slack)]
+        room, missing = missing_within(costs, S, max_cost)
         if not missing:
             return Decision(None, None, None, None, NOTHING_FITS, S, True)
         mask = table.mask_of(S)

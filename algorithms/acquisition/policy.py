@@ -50,6 +50,7 @@ import numpy as np
 from algorithms.acquisition.losses import LOSSES, row_losses
 from algorithms.acquisition.search import best_superset
 from algorithms.acquisition.table import MAX_POOL, LossTable, Predict
+from algorithms.batch import cost_slack
 
 NOTHING_FITS = "nothing left within max_cost"
 NOT_WORTH = "no group worth its cost"
@@ -86,6 +87,17 @@ def _mean_interval(d: np.ndarray) -> tuple[float, tuple[float, float]]:
     mean = float(d.mean())
     half = 1.96 * float(d.std(ddof=1)) / np.sqrt(d.size) if d.size > 1 else float("inf")
     return mean, (float(mean - half), float(mean + half))
+
+
+def missing_within(costs: np.ndarray, S: tuple[int, ...], max_cost: float | None
+                   ) -> tuple[float | None, list[int]]:
+    """(what ``max_cost`` leaves after ``S``, or None; the groups outside ``S`` whose cost
+    fits it, with ``cost_slack`` of what is left). O(J)."""
+    spent = float(costs[list(S)].sum()) if S else 0.0
+    room = None if max_cost is None else float(max_cost) - spent
+    slack = 0.0 if room is None else cost_slack(room)
+    return room, [g for g in range(len(costs)) if g not in S and
+                  (room is None or costs[g] <= room + slack)]
 
 
 class ConditionedAcquisition:
@@ -238,11 +250,7 @@ class ConditionedAcquisition:
                 exchange_rate: float | None, rows: np.ndarray, per_example: bool,
                 fallback: Fallback | None) -> Decision:
         table, costs = self.table_, self.costs_
-        spent = float(costs[list(S)].sum()) if S else 0.0
-        room = None if max_cost is None else float(max_cost) - spent
-        slack = 0.0 if room is None else 1e-12 * max(1.0, abs(room))
-        missing = [g for g in range(len(costs)) if g not in S and
-                   (room is None or costs[g] <= room + slack)]
+        room, missing = missing_within(costs, S, max_cost)
         if not missing:
             return Decision(None, None, None, None, NOTHING_FITS, S, per_example)
         mask = table.mask_of(S)
