@@ -141,7 +141,11 @@ def test_state_round_trip_is_bit_exact(kind):
     cls = model_kinds()[kind]
     state = model.state_dict()
     assert isinstance(model, cls) and model.kind == kind
-    assert state["kind"] == kind and state["format_version"] == cls.format_version
+    # (the anytime model writes its newest format only with the classification answer, so
+    # readers of format 1 load the rest)
+    newest = kind != "anytime-linear-model" or model.classification_answer == "logistic"
+    assert state["kind"] == kind and \
+        state["format_version"] == (cls.format_version if newest else 1)
     X, _, _ = data(seed=1)
     for clone in (model_from_state(state), model_from_bytes(model_to_bytes(model)),
                   cls.from_bytes(model.to_bytes()), cls.from_state_dict(loads_state(
@@ -250,7 +254,7 @@ def test_a_foreign_state_is_a_clean_error(kind, state):
 
 def test_a_newer_format_version_is_refused(kind):
     state = fitted(kind).state_dict()
-    state["format_version"] += 1
+    state["format_version"] = model_kinds()[kind].format_version + 1
     with pytest.raises(ValueError, match="format_version"):
         model_from_state(state)
 

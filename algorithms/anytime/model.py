@@ -44,6 +44,7 @@ from algorithms.anytime.subsets import SubsetSolver
 from algorithms.batch import DEPRECATED, BatchModel, cost_slack, deprecated_alias
 from algorithms.estimator import (
     RegressorMixin,
+    available_if,
     check_matrix_shape,
     check_n_features,
     column_or_1d,
@@ -371,13 +372,12 @@ class AnytimeLinearModel(RegressorMixin, BatchModel):
             return self.logistic_for_groups(computed_groups)
         return self.coef_for_groups(computed_groups)
 
+    @available_if(lambda model: model.classification_answer == "logistic")
     def decision_function(self, X, *, max_cost: float | None = None,
                           computed_groups: Iterable[int] | None = None) -> np.ndarray:
-        """Scores (n,) for exactly ``computed_groups`` (default: the sequence's groups; with
-        ``max_cost``, those of the longest prefix within it): the logit of the logistic
-        refit (``classification_answer="logistic"``), else :meth:`predict`."""
-        if self.classification_answer != "logistic":
-            return self.predict(X, max_cost=max_cost, computed_groups=computed_groups)
+        """Logits (n,) of the logistic refit for exactly ``computed_groups`` (default: the
+        sequence's groups; with ``max_cost``, those of the longest prefix within it); only
+        with ``classification_answer="logistic"`` (a regressor has no decision function)."""
         if max_cost is not None and computed_groups is not None:
             raise ValueError("pass either max_cost or computed_groups, not both")
         if computed_groups is None:
