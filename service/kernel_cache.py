@@ -2,7 +2,8 @@
 its on-disk cache (compiling it on a miss), so the first request is not the slow one.
 
 :func:`warm_kernels` (every API process: the online learners and the ingestion parsers)
-and :func:`warm_batch_kernels` (processes that fold batch models: anytime and GBFS).
+and :func:`warm_batch_kernels` (processes that fold batch models: anytime, GBFS and the
+per-example acquisition's search).
 """
 
 from __future__ import annotations
@@ -70,3 +71,12 @@ def warm_batch_kernels() -> None:
     _kernels.forward_solve(A, np.ones(2), np.empty(2))
     GBFS(loss="squared", n_estimators=2, max_depth=2, feature_groups=[[0, 1], [2, 3]],
          group_costs=[1.0, 1.0]).fit(X, y).predict(X)
+    # the per-example acquisition's superset search (POST /next with examples)
+    from algorithms.acquisition import ConditionedAcquisition
+
+    policy = ConditionedAcquisition(max_groups=3).fit(
+        lambda Z: np.nan_to_num(Z).sum(axis=1), X[:, :3], y, groups=[[0], [1], [2]],
+        costs=[1.0, 1.0, 2.0], loss="squared")
+    x = X[0, :3].copy()
+    x[1:] = np.nan
+    policy.decide(x, [0], max_cost=3.0, exchange_rate=0.01)
