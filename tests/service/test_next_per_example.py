@@ -205,3 +205,30 @@ def test_the_python_client_gives_the_answers(nm_client):
     body = {"examples": examples, "max_cost": 4.0, "exchange_rate": 0.0}
     assert got == client.post("/v1/models/c/next", json=body).json()["answers"]
     assert len(got) == 3 and all(a["next_group"] is not None for a in got)
+
+
+@pytest.mark.parametrize(("algorithm", "params"), [
+    ("auto", {"gbfs_params": {"n_estimators": 40, "max_depth": 3}, "max_specialists": 0}),
+    ("cs-g-omp", {})])
+def test_auto_and_anytime_classification_answer_from_their_held_out_rows(
+        make_settings, algorithm, params):
+    """auto's kept validation rows (answer path) and anytime classification's held-out
+    reservoir (scorer, calibrated per set) build a policy: gains with intervals."""
+    X, y, *_ = make_cube_nm(900, seed=2)
+    with TestClient(create_app(make_settings(batch_worker=True, job_poll_seconds=0.05,
+                                             version_check_seconds=0.2))) as client:
+        create_batch(client, "m", algorithm=algorithm, groups=NM_GROUPS,
+                     task="classification", params=params)
+        body = {"examples": named_examples(X, np.where(y > 0, 1, -1), NM_GROUPS, 0, 850,
+                                           field="label")}
+        assert client.post("/v1/models/m/examples?wait=true", json=body).status_code == 202
+        job = retrain(client, "m")
+        assert job["status"] == "succeeded", job
+        examples = rows(X, 850, 856, skip=("block_0", "block_1", "block_2"))
+        answer = client.post("/v1/models/m/next", json={"examples": examples})
+        assert answer.status_code == 200, answer.text
+        for a in answer.json()["answers"]:
+            assert a["policy"] in ("per-example", "per-set")
+            low, high = a["next_group"]["expected_gain_interval"]
+            assert low <= a["next_group"]["expected_gain"] <= high
+            assert all(c["expected_gain"] is not None for c in a["candidates"])
