@@ -420,9 +420,9 @@ class BatchModels:
                                    "exchange_rate"}
         if unknown:
             raise item_error("unknown field", field=sorted(unknown)[0])
-        if "examples" in document:
+        if document.get("examples") is not None:  # (null: absent, as the schema says)
             return self._next_per_example(host, served, document)
-        if "exchange_rate" in document:
+        if document.get("exchange_rate") is not None:
             raise item_error("exchange_rate applies to examples: give examples",
                              field="exchange_rate")
         computed = host.layout.group_ids(document.get("computed_groups", []))

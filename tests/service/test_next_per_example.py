@@ -168,6 +168,9 @@ def test_without_examples_the_answer_is_as_before(nm_client):
         names = [NM_GROUPS[g]["name"] for g in S]
         body = {"computed_groups": names, **({} if cap is None else {"max_cost": cap})}
         answer = client.post("/v1/models/c/next", json=body)
+        nulls = client.post("/v1/models/c/next", json={**body, "examples": None,
+                                                        "exchange_rate": None})
+        assert nulls.content == answer.content  # null is absent
         expected = {"model": "c", "version": 1, "computed_groups": names,
                     "cost": version.layout.cost_of(S), "next_group": version.next_group(S, cap)}
         assert answer.content == json.dumps(expected, separators=(",", ":"),
