@@ -301,6 +301,7 @@ class ExampleNext(BaseModel):
     next_group: ExampleNextGroup | None
     stop_reason: Literal["nothing left within max_cost", "no group worth its cost"] | None
     policy: Literal["per-example", "per-set"]
+    policy_building: bool = False  # the version's per-example policy is being built
     candidates: list[NextCandidate]
 
 

@@ -1,8 +1,10 @@
 """Per-example next group of a served batch version (``POST /next`` with ``examples``).
 
-One :class:`~algorithms.acquisition.ConditionedAcquisition` per served version, built on
-the first per-example request (on the answer pool's thread, never on the event loop; one
-build per version, others wait on its lock) and kept as long as the version object lives:
+One :class:`~algorithms.acquisition.ConditionedAcquisition` per served version, built once
+on a background thread that the first per-example request starts (never on the event
+loop, never at a version swap: a model nobody asks per example costs nothing); until it is
+built, examples are answered with the per-set rule and ``policy_building: true``; it is
+kept as long as the version object lives:
 
 * held-out rows: gbfs's and anytime classification's ``artifact.held_out``, auto's
   ``model.X_val_`` / ``y_val_`` (labels -1/+1 read as 0/1), at most ``MAX_ROWS`` of them
@@ -40,6 +42,7 @@ POOL_GROUPS = 8
 MAX_ROWS = 5000
 MIN_ROWS = 20
 _NONE = object()  # a version without a policy
+BUILDING = object()  # a version whose policy is being built
 _lock = threading.Lock()
 _policies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _building: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -123,28 +126,41 @@ def build(artifact) -> ConditionedAcquisition | None:
     return policy
 
 
-def policy_of(artifact) -> ConditionedAcquisition | None:
-    """The cached policy of a served version, built once (thread-safe)."""
+def policy_of(artifact, *, wait: bool = False):
+    """The cached policy of a served version (None: it has none), or ``BUILDING`` while
+    its one build runs on a background thread, started by the first call (``wait``: build
+    it in this thread if need be and return it). Thread-safe."""
     with _lock:
         hit = _policies.get(artifact)
-        if hit is None:
-            building = _building.setdefault(artifact, threading.Lock())
+        start = hit is None and artifact not in _building
+        if start:
+            _building[artifact] = threading.Lock()
+        building = _building.get(artifact)
     if hit is not None:
         return None if hit is _NONE else hit
+    if wait:
+        _build_once(artifact, building)
+        return policy_of(artifact)
+    if start:
+        threading.Thread(target=_build_once, args=(artifact, building), daemon=True,
+                         name=f"acquisition-v{artifact.version}").start()
+    return BUILDING
+
+
+def _build_once(artifact, building: threading.Lock) -> None:
+    """Build and keep the version's policy unless another call did (one build each)."""
     with building:
         with _lock:
-            hit = _policies.get(artifact)
-        if hit is None:
-            try:
-                policy = build(artifact)
-            except Exception:  # the version still answers with its per-set rule
-                log.exception("per-example policy of version %s could not be built",
-                              artifact.version)
-                policy = None
-            with _lock:
-                _policies[artifact] = _NONE if policy is None else policy
-            hit = _policies[artifact]
-    return None if hit is _NONE else hit
+            if artifact in _policies:
+                return
+        try:
+            policy = build(artifact)
+        except Exception:  # the version still answers with its per-set rule
+            log.exception("per-example policy of version %s could not be built",
+                          artifact.version)
+            policy = None
+        with _lock:
+            _policies[artifact] = _NONE if policy is None else policy
 
 
 def _next(layout, g: int | None, gain, interval) -> dict[str, Any] | None:
@@ -167,9 +183,12 @@ def answer(artifact, x: np.ndarray, S: list[int], max_cost: float | None,
     """One example's answer: ``x`` dense (d,), NaN outside the groups ``S``."""
     layout = artifact.layout
     out: dict[str, Any] = {"computed_groups": [layout.group_names[g] for g in S],
-                           "cost": layout.cost_of(S)}
+                           "cost": layout.cost_of(S), "policy_building": False}
     policy = policy_of(artifact)
     missing = [g for g in range(layout.n_groups) if g not in S]
+    if policy is BUILDING:  # answered by the per-set rule until the build is done
+        out["policy_building"] = True
+        policy = None
     if policy is None:  # the per-set rule, in its own units
         step = artifact.next_group(S, max_cost)
         if step is not None:
@@ -195,5 +214,5 @@ def answer(artifact, x: np.ndarray, S: list[int], max_cost: float | None,
     return out
 
 
-__all__ = ["MAX_ROWS", "MIN_ROWS", "POOL_GROUPS", "answer", "build", "held_out_rows",
+__all__ = ["BUILDING", "MAX_ROWS", "MIN_ROWS", "POOL_GROUPS", "answer", "build", "held_out_rows",
            "policy_of", "set_predictor"]

@@ -38,7 +38,24 @@ def nm_client(make_settings):
         assert client.post("/v1/models/c/examples?wait=true", json=body).status_code == 202
         job = retrain(client, "c")
         assert job["status"] == "succeeded", job
+        policy_built(client, "c", rows(X, 1400, 1401))
         yield client, X[1400:], y[1400:]
+
+
+def policy_built(client, name: str, examples, timeout: float = 600.0) -> dict:
+    """The first per-example answer of a version (per set, ``policy_building``: its build
+    starts), then the first one after the build."""
+    import time
+
+    first = client.post(f"/v1/models/{name}/next", json={"examples": examples})
+    assert first.status_code == 200, first.text
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = client.post(f"/v1/models/{name}/next", json={"examples": examples}).json()
+        if not answer["answers"][0]["policy_building"]:
+            return first.json()
+        time.sleep(0.05)
+    raise AssertionError(f"the per-example policy of {name!r} was not built in {timeout} s")
 
 
 def served_version(client, name: str, groups):
@@ -228,6 +245,7 @@ def test_auto_and_anytime_classification_answer_from_their_held_out_rows(
         job = retrain(client, "m")
         assert job["status"] == "succeeded", job
         examples = rows(X, 850, 856, skip=("block_0", "block_1", "block_2"))
+        policy_built(client, "m", examples)
         answer = client.post("/v1/models/m/next", json={"examples": examples})
         assert answer.status_code == 200, answer.text
         for a in answer.json()["answers"]:
@@ -235,3 +253,31 @@ def test_auto_and_anytime_classification_answer_from_their_held_out_rows(
             low, high = a["next_group"]["expected_gain_interval"]
             assert low <= a["next_group"]["expected_gain"] <= high
             assert all(c["expected_gain"] is not None for c in a["candidates"])
+
+
+def test_the_first_request_starts_the_build_and_answers_per_set(make_settings):
+    """A version builds its policy on a background thread that its first per-example
+    request starts; that request (and any before the build is done) is answered by the
+    per-set rule, marked ``policy_building``; nothing is built at a version swap."""
+    X, y, *_ = make_cube_nm(600, seed=3)
+    with TestClient(create_app(make_settings(batch_worker=True, job_poll_seconds=0.05,
+                                             version_check_seconds=0.2))) as client:
+        create_batch(client, "f", algorithm="gbfs", groups=NM_GROUPS, task="classification",
+                     params={"n_estimators": 30, "max_depth": 2})
+        body = {"examples": named_examples(X, np.where(y > 0, 1, -1), NM_GROUPS, 0, 550,
+                                           field="label")}
+        assert client.post("/v1/models/f/examples?wait=true", json=body).status_code == 202
+        assert retrain(client, "f")["status"] == "succeeded"
+        from service.batch import acquisition
+
+        served = client.app.state.manager.batch.hosts["f"].served
+        assert served not in acquisition._policies and served not in acquisition._building
+        examples = rows(X, 550, 552, skip=("block_0", "block_1", "block_2"))
+        first = policy_built(client, "f", examples)
+        per_set = client.post("/v1/models/f/next", json={
+            "computed_groups": ["context"]}).json()["next_group"]
+        for answer in first["answers"]:
+            assert answer["policy_building"] and answer["policy"] == "per-set"
+            assert answer["next_group"]["name"] == per_set["name"]
+        later = client.post("/v1/models/f/next", json={"examples": examples}).json()
+        assert not any(a["policy_building"] for a in later["answers"])
