@@ -350,6 +350,17 @@ def _next_body(computed_groups, max_cost):
     return body
 
 
+def _next_groups_body(examples, computed_groups, max_cost, exchange_rate):
+    body: dict[str, Any] = {"examples": examples}
+    if computed_groups is not None:
+        body["computed_groups"] = list(computed_groups)
+    if max_cost is not None:
+        body["max_cost"] = max_cost
+    if exchange_rate is not None:
+        body["exchange_rate"] = exchange_rate
+    return body
+
+
 def _job_timeout(name: str, job: Job, timeout: float) -> TimeoutError:
     return TimeoutError(f"retrain job {job.id} of model {name!r} is still {job.status} "
                         f"(progress {job.progress:.0%}) after {timeout} s")
@@ -477,6 +488,17 @@ class FeaturebudgetClient:
         body = _next_body(computed_groups, _cap(max_cost, budget, "next_group"))
         return NextStep.from_json(_check(self.http.post(f"/v1/models/{name}/next",
                                                         **_json(body))).json())
+
+    def next_groups(self, name: str, examples: list[Example],
+                    computed_groups: Iterable[str] | None = None,
+                    max_cost: float | None = None,
+                    exchange_rate: float | None = None) -> list[dict[str, Any]]:
+        """Each example's next group (``POST /next`` with ``examples``): per example
+        ``next_group`` (or None with ``stop_reason``), ``policy`` and ``candidates``.
+        ``exchange_rate``: loss units per unit of cost (None: stop only at ``max_cost``)."""
+        body = _next_groups_body(examples, computed_groups, max_cost, exchange_rate)
+        return _check(self.http.post(f"/v1/models/{name}/next", **_json(body))).json()[
+            "answers"]
 
     def sequence(self, name: str) -> dict[str, Any]:
         """The served version's trained sequence: ``prefixes`` with cost, cumulative cost and
@@ -646,6 +668,14 @@ class AsyncFeaturebudgetClient:
         body = _next_body(computed_groups, _cap(max_cost, budget, "next_group"))
         return NextStep.from_json(_check(await self.http.post(f"/v1/models/{name}/next",
                                                               **_json(body))).json())
+
+    async def next_groups(self, name: str, examples: list[Example],
+                          computed_groups: Iterable[str] | None = None,
+                          max_cost: float | None = None,
+                          exchange_rate: float | None = None) -> list[dict[str, Any]]:
+        body = _next_groups_body(examples, computed_groups, max_cost, exchange_rate)
+        return _check(await self.http.post(f"/v1/models/{name}/next",
+                                           **_json(body))).json()["answers"]
 
     async def sequence(self, name: str) -> dict[str, Any]:
         return _check(await self.http.get(f"/v1/models/{name}/sequence")).json()

@@ -257,6 +257,16 @@ class NextRequest(BaseModel):
     max_cost: float | None = Field(None, ge=0, allow_inf_nan=False)
     budget: float | None = Field(None, ge=0, allow_inf_nan=False,
                                  description="deprecated alias of max_cost")
+    examples: list[dict[str, Any]] | None = Field(
+        None, min_length=1, json_schema_extra={"items": {
+            "type": "object", "anyOf": [{"required": ["features"]},
+                                        {"required": ["indices", "values"]}]}},
+        description="the per-example form: one answer per example, its computed set the "
+        "groups it carries (or computed_groups); the same bodies as /predict")
+    exchange_rate: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="with examples: loss units per unit "
+        "of cost; stop when no set of groups lowers the held-out loss by more than its "
+        "cost times this")
 
 
 class NextGroup(BaseModel):
@@ -271,6 +281,36 @@ class NextResponse(BaseModel):
     computed_groups: list[str]
     cost: float
     next_group: NextGroup | None
+
+
+class ExampleNextGroup(NextGroup):
+    expected_gain_interval: list[float] | None = None
+
+
+class NextCandidate(BaseModel):
+    name: str
+    cost: float
+    expected_gain: float | None = None
+    gain_per_cost: float | None = None
+    within_max_cost: bool | None = None
+
+
+class ExampleNext(BaseModel):
+    computed_groups: list[str]
+    cost: float
+    next_group: ExampleNextGroup | None
+    stop_reason: Literal["nothing left within max_cost", "no group worth its cost"] | None
+    policy: Literal["per-example", "per-set"]
+    policy_building: bool = False  # the version's per-example policy is being built
+    candidates: list[NextCandidate]
+
+
+class NextAnswers(BaseModel):
+    """``POST /next`` with ``examples``: one answer per example."""
+
+    model: str
+    version: int
+    answers: list[ExampleNext]
 
 
 class JobPublic(BaseModel):

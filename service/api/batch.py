@@ -21,6 +21,7 @@ from service.priority import predicting
 from service.schemas import (
     JobList,
     JobPublic,
+    NextAnswers,
     NextRequest,
     NextResponse,
     RollbackDone,
@@ -72,12 +73,13 @@ async def rollback(model: str, body: RollbackRequest, manager: Manager) -> dict:
     return await (await manager.get(model)).rollback(body.version)
 
 
-@router.post("/next", dependencies=[ReadAccess], response_model=NextResponse,
+@router.post("/next", dependencies=[ReadAccess], response_model=NextResponse | NextAnswers,
              openapi_extra=body_schema(NextRequest))
 async def next_group(model: str, request: Request, manager: Manager,
                      settings: AppSettings) -> dict:
     """The group to compute next given ``computed_groups`` (and a ``max_cost``; ``budget``
-    is its deprecated alias). The body is read and checked by hand (the same problem
+    is its deprecated alias); with ``examples`` (and an optional ``exchange_rate``), one
+    answer per example from the values it carries. The body is read and checked by hand (the same problem
     details as ``/predict``); its schema is :class:`~service.schemas.NextRequest`."""
     host = await manager.get(model)
     body = await read_body(request, settings.max_body_bytes)

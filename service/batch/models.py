@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 from typing import Any
 
@@ -412,16 +413,51 @@ class BatchModels:
         return out
 
     def next(self, host: BatchHost, document: dict) -> dict[str, Any]:
+        """``POST /next``: the per-set next group of ``computed_groups``; with ``examples``
+        one answer per example (:mod:`service.batch.acquisition`)."""
         served = self.served(host)
-        unknown = set(document) - {"computed_groups", "max_cost", "budget"}
+        unknown = set(document) - {"computed_groups", "max_cost", "budget", "examples",
+                                   "exchange_rate"}
         if unknown:
             raise item_error("unknown field", field=sorted(unknown)[0])
+        if document.get("examples") is not None:  # (null: absent, as the schema says)
+            return self._next_per_example(host, served, document)
+        if document.get("exchange_rate") is not None:
+            raise item_error("exchange_rate applies to examples: give examples",
+                             field="exchange_rate")
         computed = host.layout.group_ids(document.get("computed_groups", []))
         cap = cost_cap(document, required=False)
         return {"model": host.name, "version": served.version,
                 "computed_groups": [host.layout.group_names[g] for g in computed],
                 "cost": host.layout.cost_of(computed),
                 "next_group": served.next_group(computed, cap)}
+
+    def _next_per_example(self, host: BatchHost, served, document: dict) -> dict[str, Any]:
+        """Each example's next group (its computed set: ``computed_groups`` or the groups
+        it carries), the stop rule of ``max_cost`` and ``exchange_rate``."""
+        from service.batch import acquisition
+
+        layout = host.layout
+        cap = cost_cap(document, required=False)
+        rate = document.get("exchange_rate")
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float)
+                                 or not math.isfinite(rate) or rate < 0):
+            raise item_error("must be a finite number >= 0", field="exchange_rate")
+        computed = layout.group_ids(document["computed_groups"]) \
+            if "computed_groups" in document else None
+        batch, present = parse_batch_items(document["examples"], layout, host.spec.task,
+                                           require_targets=False)
+        dense = batch.X.to_scipy().toarray()
+        answers = []
+        for row in range(dense.shape[0]):
+            S = sorted(computed) if computed is not None else \
+                np.flatnonzero(present[row]).tolist()
+            x = np.full(layout.n_features, np.nan)
+            features = layout.features_of(S)
+            x[features] = dense[row, features]
+            answers.append(acquisition.answer(served, x, S, cap,
+                                              None if rate is None else float(rate)))
+        return {"model": host.name, "version": served.version, "answers": answers}
 
     # ------------------------------------------------------------------ snapshots
     async def export_snapshot(self, host: BatchHost) -> bytes:

@@ -1,0 +1,218 @@
+"""Per-example next group of a served batch version (``POST /next`` with ``examples``).
+
+One :class:`~algorithms.acquisition.ConditionedAcquisition` per served version, built once
+on a background thread that the first per-example request starts (never on the event
+loop, never at a version swap: a model nobody asks per example costs nothing); until it is
+built, examples are answered with the per-set rule and ``policy_building: true``; it is
+kept as long as the version object lives:
+
+* held-out rows: gbfs's and anytime classification's ``artifact.held_out``, auto's
+  ``model.X_val_`` / ``y_val_`` (labels -1/+1 read as 0/1), at most ``MAX_ROWS`` of them
+  (evenly spaced); families without any (nvsd, anytime regression, versions written
+  before held-out rows were kept) or with fewer than ``MIN_ROWS`` get no policy and
+  answer with the per-set rule;
+* predictor: for rows whose uncomputed features are NaN, the rows are grouped by their
+  computed set ``S`` and scored with the family's ``scorer(artifact)`` (classification:
+  the set's calibrated probability where the version has held-out figures, else the
+  sigmoid of the score), or where it has none through the answer path (``predictions``
+  / ``probabilities``); loss: squared error or log-loss;
+* pool: the first ``POOL_GROUPS`` groups of the version's trained order (every group
+  when there are at most that many); fallback: the version's own ``next_group(S, cap)``.
+
+Building costs ``n 2^P`` predicted rows (``n`` held-out rows, ``P`` pool groups) and the
+gate's ``n |caps| P`` decisions; a decision one k-NN over the window (O(n |F_S|)) and a
+superset search (O(2^(P-|s|) k)).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+
+from algorithms.acquisition import ConditionedAcquisition
+
+log = logging.getLogger("featurebudget.batch")
+POOL_GROUPS = 8
+MAX_ROWS = 5000
+MIN_ROWS = 20
+_NONE = object()  # a version without a policy
+BUILDING = object()  # a version whose policy is being built
+_lock = threading.Lock()
+_policies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_building: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def held_out_rows(artifact) -> tuple[np.ndarray, np.ndarray] | None:
+    """The version's held-out rows ``(X, y)`` (y: 0/1 for classification), or None."""
+    rows = artifact.held_out
+    if rows is None and hasattr(artifact.model, "X_val_"):
+        rows = (artifact.model.X_val_, artifact.model.y_val_)
+    if rows is None:
+        return None
+    X = np.asarray(rows[0], dtype=np.float64)
+    y = np.asarray(rows[1], dtype=np.float64).ravel()
+    if X.ndim != 2 or X.shape[0] < MIN_ROWS:
+        return None
+    if X.shape[0] > MAX_ROWS:
+        keep = np.linspace(0, X.shape[0] - 1, MAX_ROWS).astype(np.int64)
+        X, y = X[keep], y[keep]
+    if artifact.task == "classification":
+        y = (y > 0).astype(np.float64)
+    return X, y
+
+
+def set_predictor(artifact):
+    """``predict(Z)`` for rows whose uncomputed features are NaN (module docstring)."""
+    layout, task = artifact.layout, artifact.task
+    adapter = artifact.adapter
+    score = adapter.scorer(artifact)
+    firsts = np.array([g[0] if len(g) else -1 for g in layout.groups], dtype=np.int64)
+
+    def one_set(Z: np.ndarray, S: list[int]) -> np.ndarray:
+        if score is not None:
+            raw = np.asarray(score(Z, S), dtype=np.float64)
+            if task != "classification":
+                return raw
+            if artifact.figures is not None:
+                return expit(artifact.figures.figures(S).logits(raw))
+            return expit(raw)
+        out = adapter.answer(artifact, adapter.request_rows(sp.csr_matrix(Z)), S)
+        key = "probabilities" if task == "classification" else "predictions"
+        return np.asarray(out[key], dtype=np.float64)
+
+    def predict(Z: np.ndarray) -> np.ndarray:
+        computed = np.zeros((Z.shape[0], len(firsts)), dtype=bool)
+        for g, f in enumerate(firsts):
+            if f >= 0:
+                computed[:, g] = ~np.isnan(Z[:, f])
+        sets, which = np.unique(computed, axis=0, return_inverse=True)
+        out = np.empty(Z.shape[0], dtype=np.float64)
+        for k, row in enumerate(sets):
+            rows = np.flatnonzero(which.ravel() == k)
+            out[rows] = one_set(np.nan_to_num(Z[rows], nan=0.0), np.flatnonzero(row).tolist())
+        return out
+
+    return predict
+
+
+def build(artifact) -> ConditionedAcquisition | None:
+    """The version's policy (module docstring), or None where it has no held-out rows."""
+    rows = held_out_rows(artifact)
+    if rows is None:
+        return None
+    layout = artifact.layout
+    J = layout.n_groups
+    order = [int(g) for g in artifact.order()]
+    pool = list(range(J)) if J <= POOL_GROUPS else \
+        (order + [g for g in range(J) if g not in order])[:POOL_GROUPS]
+
+    def fallback(S, max_cost):
+        step = artifact.adapter.next_step(artifact, list(S), max_cost)
+        return None if step is None else int(step[0])
+
+    policy = ConditionedAcquisition(max_groups=max(1, min(J, POOL_GROUPS))).fit(
+        set_predictor(artifact), rows[0], rows[1],
+        groups=[g.tolist() for g in layout.groups], costs=layout.costs,
+        loss="log" if artifact.task == "classification" else "squared", pool=pool,
+        fallback=fallback)
+    table = policy.table_
+    table.ensure(np.arange(table.full + 1))  # decisions then only read the table
+    return policy
+
+
+def policy_of(artifact, *, wait: bool = False):
+    """The cached policy of a served version (None: it has none), or ``BUILDING`` while
+    its one build runs on a background thread, started by the first call (``wait``: build
+    it in this thread if need be and return it). Thread-safe."""
+    with _lock:
+        hit = _policies.get(artifact)
+        start = hit is None and artifact not in _building
+        if start:
+            _building[artifact] = threading.Lock()
+        building = _building.get(artifact)
+    if hit is not None:
+        return None if hit is _NONE else hit
+    if wait:
+        _build_once(artifact, building)
+        return policy_of(artifact)
+    if start:
+        threading.Thread(target=_build_once, args=(artifact, building), daemon=True,
+                         name=f"acquisition-v{artifact.version}").start()
+    return BUILDING
+
+
+def _build_once(artifact, building: threading.Lock) -> None:
+    """Build and keep the version's policy unless another call did (one build each)."""
+    with building:
+        with _lock:
+            if artifact in _policies:
+                return
+        try:
+            policy = build(artifact)
+        except Exception:  # the version still answers with its per-set rule
+            log.exception("per-example policy of version %s could not be built",
+                          artifact.version)
+            policy = None
+        with _lock:
+            _policies[artifact] = _NONE if policy is None else policy
+
+
+def _next(layout, g: int | None, gain, interval) -> dict[str, Any] | None:
+    if g is None:
+        return None
+    return {"name": layout.group_names[g], "cost": float(layout.costs[g]),
+            "expected_gain": None if gain is None else float(gain),
+            "expected_gain_interval": None if interval is None else
+            [float(interval[0]), float(interval[1])]}
+
+
+def _candidate(layout, c, fits: bool) -> dict[str, Any]:
+    return {"name": layout.group_names[c.group], "cost": float(c.cost),
+            "expected_gain": c.expected_gain, "gain_per_cost": c.gain_per_cost,
+            "within_max_cost": fits}
+
+
+def answer(artifact, x: np.ndarray, S: list[int], max_cost: float | None,
+           exchange_rate: float | None) -> dict[str, Any]:
+    """One example's answer: ``x`` dense (d,), NaN outside the groups ``S``."""
+    layout = artifact.layout
+    out: dict[str, Any] = {"computed_groups": [layout.group_names[g] for g in S],
+                           "cost": layout.cost_of(S), "policy_building": False}
+    policy = policy_of(artifact)
+    missing = [g for g in range(layout.n_groups) if g not in S]
+    if policy is BUILDING:  # answered by the per-set rule until the build is done
+        out["policy_building"] = True
+        policy = None
+    if policy is None:  # the per-set rule, in its own units
+        step = artifact.next_group(S, max_cost)
+        if step is not None:
+            step["expected_gain_interval"] = None
+        out.update(next_group=step, stop_reason=None if step is not None else
+                   "nothing left within max_cost", policy="per-set",
+                   candidates=[{"name": layout.group_names[g], "cost": float(layout.costs[g]),
+                                "expected_gain": None, "gain_per_cost": None,
+                                "within_max_cost": None} for g in missing])
+        return out
+    d = policy.decide(x, S, max_cost=max_cost, exchange_rate=exchange_rate)
+    listed = {c.group for c in d.candidates}
+    candidates = [_candidate(layout, c, True) for c in d.candidates]
+    over = [g for g in missing if g not in listed]
+    if over:  # the groups over the cap, with the same neighbours' figures
+        near = policy.neighbours(x, S, policy.rows_) if d.per_example else policy.rows_
+        candidates += [_candidate(layout, c, False) for c in
+                       policy._candidates(policy.table_.mask_of(S), over, near)]
+    candidates.sort(key=lambda c: layout.group_index[c["name"]])
+    out.update(next_group=_next(layout, d.group, d.expected_gain, d.interval),
+               stop_reason=d.stop_reason,
+               policy="per-example" if d.per_example else "per-set", candidates=candidates)
+    return out
+
+
+__all__ = ["BUILDING", "MAX_ROWS", "MIN_ROWS", "POOL_GROUPS", "answer", "build", "held_out_rows",
+           "policy_of", "set_predictor"]
