@@ -220,7 +220,7 @@ def test_any_body_answered_202_is_applied_in_full(make_settings, monkeypatch):
         _hashed(client, bits=BITS)
         seen = {"accepted": 0, "refused": 0, "named accepted": 0, "named refused": 0}
 
-        @settings(max_examples=100, deadline=None,
+        @settings(max_examples=100, deadline=None, derandomize=True, database=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
         @given(_bodies(wire.MAX_NAME_CHARS))
         def check(case):
