@@ -162,14 +162,13 @@ class NVSDFamily(BatchFamily):
         model, D = artifact.model, artifact.layout.n_features
         if hasattr(model, "X_train_"):
             return probe_rows(artifact, model.X_train_)
+        fitted = [part for part in getattr(model, "support_models_", [])
+                  if np.size(part.columns) and len(getattr(part, "X_fit_", ()))]
         rows = np.zeros((0, D))
-        for part in getattr(model, "support_models_", []):  # the widest support's rows
-            columns = np.asarray(part.columns, dtype=np.int64)
-            fitted = getattr(part, "X_fit_", None)
-            if fitted is not None and columns.size and len(fitted) and \
-                    (not rows.size or columns.size > rows_width):
-                rows, rows_width = np.zeros((len(fitted), D)), columns.size
-                rows[:, columns] = fitted
+        if fitted:  # the widest support's rows, in their columns
+            widest = max(fitted, key=lambda part: np.size(part.columns))
+            rows = np.zeros((len(widest.X_fit_), D))
+            rows[:, np.asarray(widest.columns, dtype=np.int64)] = widest.X_fit_
         return probe_rows(artifact, rows)
 
     def answer(self, artifact, X, S):
