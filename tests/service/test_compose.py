@@ -130,3 +130,14 @@ def test_commands_are_cli_commands():
     for command in commands:
         assert command[0] == "featurebudget"
         build_parser().parse_args(command[1:])  # SystemExit (a test error) if not
+
+
+def test_published_ports_leave_the_default_serve_port_free():
+    """compose and a `featurebudget serve` with its defaults run side by side on one host."""
+    default = build_parser().parse_args(["serve"]).port
+    published = [int(str(mapping).split(":")[-2]) for service in services().values()
+                 for mapping in service.get("ports", [])]
+    assert published and len(published) == len(set(published))
+    assert default not in published, f"compose publishes {default}, serve's default port"
+    api = services()["api"]
+    assert [str(m).split(":")[-1] for m in api["ports"]] == [option(api["command"], "--port")]

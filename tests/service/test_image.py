@@ -202,3 +202,41 @@ def test_warmup_compiles_every_kernel_python_calls():
     assert report["missing"] == {}, (
         "kernels `featurebudget warmup` leaves to compile at their first call (kernel: "
         f"its Python callers): {report['missing']}")
+
+
+def dockerignored(path: str) -> bool:
+    """Whether the build context leaves ``path`` out under the repository's .dockerignore
+    (Docker's rules: the last matching line wins, ``!`` keeps, ``**`` spans folders, and a
+    folder's rule covers what is inside it). O(lines x path depth)."""
+    rules = []
+    for line in (ROOT / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keep = line.startswith("!")
+            pattern = line.lstrip("!").strip("/")
+            regex = re.escape(pattern).replace(r"\*\*/", "(.*/)?").replace(r"\*\*", ".*")
+            regex = regex.replace(r"\*", "[^/]*").replace(r"\?", "[^/]")
+            rules.append((re.compile(regex), keep))
+    parts = path.strip("/").split("/")
+    prefixes = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    excluded = False
+    for regex, keep in rules:
+        if any(regex.fullmatch(prefix) for prefix in prefixes):
+            excluded = not keep
+    return excluded
+
+
+def test_build_context_carries_what_the_image_copies_and_nothing_heavy():
+    sources = [path for k, a in stages()[0] if k == "COPY" for path in a.split()[:-1]]
+    assert sources
+    for source in sources:
+        assert not dockerignored(source), f"{source} is copied but left out of the context"
+        if (ROOT / source).is_dir():
+            some = next(p for p in (ROOT / source).rglob("*.py"))
+            assert not dockerignored(str(some.relative_to(ROOT))), some
+    for heavy in (".venv", ".venv/lib/python3.11/site-packages/numpy/__init__.py", "data",
+                  "data/models/spam.npz", ".git", ".git/HEAD", ".ci/venv", "benchmarks",
+                  "benchmarks/results/run.json", "load_tests/results/soak.png",
+                  "service/__pycache__/app.cpython-311.pyc", ".pytest_cache",
+                  "featurebudget.egg-info", "algorithms/online/__pycache__/x.nbi", "tests"):
+        assert dockerignored(heavy), heavy
