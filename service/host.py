@@ -311,6 +311,7 @@ class ModelHost(Host):
         public: dict[str, Any] = dict(
             name=self.name, algorithm=self.spec.algorithm, params=self.spec.params,
             budget=self.spec.budget, n_features=self.n_features, hash_bits=self.spec.hash_bits,
+            libsvm_zero_based=self.spec.libsvm_zero_based,
             created_at=self.spec.created_at, incarnation=self.spec.incarnation,
             examples_applied=examples, updates=updates,
             log_position=position, log_end=log_end,

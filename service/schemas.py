@@ -156,6 +156,7 @@ class ModelPublic(BaseModel):
     budget: int | None
     n_features: int
     hash_bits: int | None
+    libsvm_zero_based: bool = Field(False, description="its libsvm text has 0-based indices")
     created_at: float
     incarnation: str = Field("", description="a new id at every creation: a model deleted "
                              "and created again under this name has another")
@@ -182,6 +183,7 @@ class BatchModelPublic(BaseModel):
     incarnation: str = Field("", description="a new id at every creation")
     groups: list[GroupSpec]
     n_features: int
+    libsvm_zero_based: bool = Field(False, description="its libsvm text has 0-based indices")
     version: int | None = Field(description="the version this process serves (null: none yet)")
     version_created_at: float | None
     trained_through: str | None = Field(description="last log id the served version includes")

@@ -250,6 +250,7 @@ class BatchModels:
             "task": spec.task, "params": spec.params, "created_at": spec.created_at,
             "incarnation": spec.incarnation,
             "groups": [g.model_dump() for g in spec.groups], "n_features": spec.dimension,
+            "libsvm_zero_based": spec.libsvm_zero_based,
             "version": None if served is None else served.version,
             "version_created_at": None if served is None else served.meta.get("created_at"),
             "trained_through": None if served is None else served.meta.get("trained_through"),

@@ -9,14 +9,15 @@ import argparse
 from service.cli.batch_chores import add_batch_chores
 from service.cli.data import add_fit_statistics, add_load
 from service.cli.model_chores import add_model_chores
+from service.cli.predict import add_predict
 from service.cli.process import add_process_commands
 from service.cli.remote import remote_options
 
 DESCRIPTION = """The ``featurebudget`` command: ``serve`` (the API), ``worker`` (the batch worker),
-``load`` (bulk libsvm loader), the daily chores against a running service ``models
-list|create|show|delete`` and ``snapshot get|put``, the batch-model chores ``retrain``,
-``versions``, ``rollback``, and ``fit-statistics`` (an anytime model's statistics from
-files, on Dask)."""
+``load`` (bulk libsvm loader), ``predict`` (score a file into a file), the daily chores
+against a running service ``models list|create|show|delete`` and ``snapshot get|put``,
+the batch-model chores ``retrain``, ``versions``, ``rollback``, and ``fit-statistics`` (an
+anytime model's statistics from files, on Dask)."""
 
 _EXAMPLES = """examples:
   featurebudget serve --data-dir ./data                      # API + batch worker, embedded
@@ -25,14 +26,15 @@ _EXAMPLES = """examples:
   featurebudget models create spam --algorithm sofs --n-features 1000 --budget 10
   featurebudget models list                                  # every model, one line each
   featurebudget load train.svm --model spam --wait           # bulk-load a libsvm file
+  featurebudget predict test.svm --model spam --out scores.jsonl  # score a file
   featurebudget snapshot get spam -o spam.fbstate            # download a model's state
   featurebudget retrain house --wait                         # retrain a batch model, wait
   featurebudget versions house                               # its stored versions
   featurebudget rollback house 3                             # serve version 3 again
   featurebudget fit-statistics house shards/ --after-log-id end  # statistics from files
 
-The client commands (models, snapshot, load, retrain, versions, rollback) talk to --url
-(default $FEATUREBUDGET_URL or http://127.0.0.1:8000) with --api-key (default
+The client commands (models, snapshot, load, predict, retrain, versions, rollback) talk to
+--url (default $FEATUREBUDGET_URL or http://127.0.0.1:8000) with --api-key (default
 $FEATUREBUDGET_API_KEY). `featurebudget COMMAND --help` describes each command."""
 
 
@@ -46,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     options = remote_options()
     add_batch_chores(commands, options)
     add_model_chores(commands, options)
+    add_predict(commands, options)
     add_fit_statistics(commands)
     return parser
 

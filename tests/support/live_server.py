@@ -19,10 +19,12 @@ PORTS = range(18300, 18400)
 
 
 @contextlib.contextmanager
-def live_server(settings: Settings, *, start_timeout: float = 120.0) -> Iterator[str]:
-    """Serve ``create_app(settings)`` on 127.0.0.1 until the block ends; yields its URL."""
+def live_server(settings: Settings, *, start_timeout: float = 120.0,
+                ports: range = PORTS) -> Iterator[str]:
+    """Serve ``create_app(settings)`` on 127.0.0.1 (the first free port of ``ports``) until
+    the block ends; yields its URL."""
     for _attempt in range(5):  # another test may take the port between probe and bind
-        port = free_port(PORTS)
+        port = free_port(ports)
         config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
                                 log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
