@@ -13,7 +13,9 @@ selecting kind keeps at most ``budget`` weights however many names stream by; tw
 may collide (their values add up), rarely for ``2 ** hash_bits`` well above the number of
 names. A numeric value is the feature's value; a string value ``v`` of feature ``k`` is the
 feature ``"k=v"`` with value 1 (one-hot); None is absent. Indices of the names seen are
-cached (the first 65,536 names).
+cached (the first 65,536 names), and each index keeps the first 4 names that hashed to it,
+so :meth:`OnlineClassifier.selected_features` and ``weights`` answer in names, not in
+hashed slots (memory O(min(names, 4 * 2 ** hash_bits))).
 
 Labels are River's binary convention: ``y`` True (or 1) is the positive class, False (or 0,
 or -1) the negative one; ``predict_proba_one`` returns ``{False: 1 - p, True: p}`` with
@@ -40,6 +42,7 @@ from algorithms.sparse import CSRBatch
 from algorithms.sparse.hashing import FeatureHasher
 
 _CACHED_NAMES = 65_536   # name -> index entries kept (later names are hashed each time)
+_NAMES_PER_SLOT = 4      # names remembered per hashed index (collisions are rare)
 _NAMESPACE = ""
 
 
@@ -62,7 +65,7 @@ class OnlineClassifier(base.Classifier):
     >>> model = preprocessing.StandardScaler() | OnlineClassifier(FOFS(budget=5))
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
     Accuracy: 86.08%
-    >>> len(model["OnlineClassifier"].learner_.selected_features())   # of the 9 features
+    >>> len(model["OnlineClassifier"].selected_features())   # of the 9 features, by name
     5
     """
 
@@ -72,6 +75,7 @@ class OnlineClassifier(base.Classifier):
         self.learner_: OnlineLearner | None = None
         self._hasher: FeatureHasher | None = None
         self._indices: dict[Any, int] = {}
+        self._names: dict[int, list[Any]] = {}   # hashed index -> the names seen there
 
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict[str, Any]]:
@@ -103,6 +107,9 @@ class OnlineClassifier(base.Classifier):
             index = self._hasher.index(_NAMESPACE, str(name))
             if len(self._indices) < _CACHED_NAMES:
                 self._indices[name] = index
+            names = self._names.setdefault(index, [])
+            if len(names) < _NAMES_PER_SLOT and name not in names:
+                names.append(name)
         return index
 
     def _batch(self, x: Mapping[Any, Any]) -> CSRBatch:
@@ -154,6 +161,24 @@ class OnlineClassifier(base.Classifier):
     def predict_one(self, x: dict) -> bool:
         """``w . x >= 0``."""
         return self._score(x) >= 0.0
+
+    # ------------------------------------------------------------------ the selection
+    @property
+    def weights(self) -> dict[Any, float]:
+        """The non-zero weights by feature name (as River's linear models' ``weights``),
+        largest magnitude first; ``"k=v"`` for a string value; names sharing a hashed index
+        share its weight. Empty before the first example. O(k log k) for k non-zeros."""
+        if self.learner_ is None:
+            return {}
+        indices, values = self.learner_.weights()
+        order = np.argsort(-np.abs(values), kind="stable")
+        return {name: float(values[i]) for i in order.tolist()
+                for name in self._names.get(int(indices[i]), ())}
+
+    def selected_features(self) -> list[Any]:
+        """The names of the features with a non-zero weight (at most ``budget`` indices
+        for a selecting learner), largest weight magnitude first."""
+        return list(self.weights)
 
 
 __all__ = ["OnlineClassifier"]

@@ -8,10 +8,11 @@ here, once per batch, never in the kernels.
 
 A learner is a scikit-learn classifier (``algorithms.estimator``): ``__init__`` stores its
 arguments, every one has a default, and ``fit`` / ``partial_fit(X, y, classes=None)`` /
-``predict`` / ``decision_function`` / ``score`` / ``classes_`` are scikit-learn's, with any
-two labels (numbers, strings, booleans). The learner's state (at most ``memory_bytes``
-bytes, refused with ``StateTooLargeError`` when more than the memory still available) is
-allocated when its dimension is known:
+``predict`` / ``decision_function`` / ``score`` / ``classes_`` / ``coef_`` are scikit-learn's,
+with any two labels (numbers, strings, booleans); a data frame's string column names are
+kept as ``feature_names_in_`` and checked at every later call (``algorithms.feature_names``).
+The learner's state (at most ``memory_bytes`` bytes, refused with ``StateTooLargeError``
+when more than the memory still available) is allocated when its dimension is known:
 
 - ``n_features=d`` given: at once, by the constructor, which checks every argument first (a
   learner that could not run is never built: the service creates a model by constructing
@@ -46,6 +47,7 @@ from algorithms.estimator import (
     column_or_1d,
     not_fitted,
 )
+from algorithms.feature_names import check_feature_names
 from algorithms.memory import check_fits
 from algorithms.online._featuremap import map_bytes
 from algorithms.serialization import dumps_state, loads_state
@@ -162,7 +164,7 @@ class OnlineLearner(ClassifierMixin, Estimator):
         self.n_features_in_ = n
         self.n_examples_ = 0
         self.n_updates_ = 0
-        self._built = (set(vars(self)) - before) | {"_built", "classes_"}
+        self._built = (set(vars(self)) - before) | {"_built", "classes_", "feature_names_in_"}
 
     def _build_if_shaped(self) -> None:
         """Build at once when ``n_features`` is given (the constructor's last step)."""
@@ -215,28 +217,36 @@ class OnlineLearner(ClassifierMixin, Estimator):
         classes = binary_classes(column_or_1d(y))
         self._unbuild()
         self._build_if_shaped()
-        self._learn(X, y, classes)
+        self._learn(X, y, classes, reset_names=True)
         return self
 
     def partial_fit(self, X, y, classes=None) -> OnlineLearner:
         """Learn from the rows of ``X`` in order (one pass). ``classes``: the two labels,
         on the first call (not needed for -1 / +1 labels, nor when the first batch holds
         both). Returns ``self``."""
-        self._learn(X, y, classes)
+        self._learn(X, y, classes, reset_names=self._first_call())
         return self
 
     def progressive_fit(self, X, y) -> np.ndarray:
         """Learn from ``X`` in order; return each row's score *before* it was learned."""
-        return self._learn(X, y, None)
+        return self._learn(X, y, None, reset_names=self._first_call())
 
-    def _learn(self, X, y, classes) -> np.ndarray:
+    def _first_call(self) -> bool:
+        """Whether nothing was learned yet (the call that records ``feature_names_in_``)."""
+        return not self._is_built() or self.n_examples_ == 0
+
+    def _learn(self, X, y, classes, *, reset_names: bool) -> np.ndarray:
         built = self._is_built()
+        if not reset_names:
+            check_feature_names(self, X, reset=False)
         batch = self._batch(X) if built else self._first_batch(X)
         labels, classes = self._labels(y, batch.n_rows, classes)
         if not built:
             self._build(batch.n_features)
         if classes is not None and "classes_" not in self.__dict__:
             self.classes_ = classes
+        if reset_names:
+            check_feature_names(self, X, reset=True)
         scores = np.empty(batch.n_rows, dtype=np.float64)
         if batch.n_rows:
             self.n_updates_ += int(self._fit_rows(batch, labels, scores))
@@ -248,6 +258,7 @@ class OnlineLearner(ClassifierMixin, Estimator):
         ``classes_[1]``. O(nnz)."""
         if not self._is_built():
             raise not_fitted(self)
+        check_feature_names(self, X, reset=False)
         batch = self._batch(X)
         scores = np.empty(batch.n_rows, dtype=np.float64)
         if batch.n_rows:
@@ -267,6 +278,19 @@ class OnlineLearner(ClassifierMixin, Estimator):
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         """(indices int64, values float64) of the non-zero weights, sorted by index."""
         raise NotImplementedError
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The weights as scikit-learn's linear classifiers hold them (what
+        ``SelectFromModel`` reads): shape (1, n_features_in_), float64, zero outside the
+        selected features; positive weights vote for ``classes_[1]``. Dense: O(d) memory and
+        time per access (``weights()`` is the sparse form). NotFittedError before fitting."""
+        if not self._is_built():
+            raise not_fitted(self)
+        indices, values = self.weights()
+        coef = np.zeros((1, self._n_features), dtype=np.float64)
+        coef[0, indices] = values
+        return coef
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
