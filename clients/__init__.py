@@ -1,5 +1,6 @@
-"""Python clients of the featurebudget service: HTTP (sync and async), the Redis stream
-producer (compact binary entries) and the bulk libsvm loader."""
+"""Python clients of the featurebudget service: HTTP (sync and async; the
+``featurebudget_client`` package, a distribution of its own), the Redis stream producer
+(compact binary entries) and the bulk libsvm loader."""
 
 from clients.http import (
     Accepted,
@@ -9,6 +10,7 @@ from clients.http import (
     Feedback,
     Job,
     ModelInfo,
+    ModelKindError,
     NextStep,
     Prediction,
     ServiceError,
@@ -17,5 +19,5 @@ from clients.http import (
 from clients.stream import NotReplicatedError, StreamProducer, UnknownModelError
 
 __all__ = ["Accepted", "AsyncFeaturebudgetClient", "BudgetedPrediction", "FeaturebudgetClient",
-           "Feedback", "Job", "ModelInfo", "NextStep", "NotReplicatedError", "Prediction",
-           "ServiceError", "StreamProducer", "UnknownModelError", "Versions"]
+           "Feedback", "Job", "ModelInfo", "ModelKindError", "NextStep", "NotReplicatedError",
+           "Prediction", "ServiceError", "StreamProducer", "UnknownModelError", "Versions"]
