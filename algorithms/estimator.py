@@ -294,6 +294,16 @@ def binary_classes(y: np.ndarray, what: str = "a classifier") -> np.ndarray:
     ValueError naming the problem otherwise (``what`` needs them): continuous targets
     (floats that are not whole numbers: scikit-learn's "Unknown label type"), NaN, one
     class, more than two."""
+    classes = label_classes(y, what)
+    if classes.size != 2:
+        raise ValueError(f"Only binary classification is supported: {what} needs 2 "
+                         f"classes, got {classes.size} classes")
+    return classes
+
+
+def label_classes(y: np.ndarray, what: str = "a classifier") -> np.ndarray:
+    """The sorted classes (at least two) of the labels ``y``, checked as by
+    :func:`binary_classes` but for any number of classes. O(n log n)."""
     y = label_array(y)
     if y.dtype.kind == "f":
         if not np.all(np.isfinite(y)):
@@ -305,14 +315,11 @@ def binary_classes(y: np.ndarray, what: str = "a classifier") -> np.ndarray:
     if classes.size < 2:
         raise ValueError(f"{what} needs 2 classes, got {classes.size} class "
                          f"({classes.tolist()})")
-    if classes.size != 2:
-        raise ValueError(f"Only binary classification is supported: {what} needs 2 "
-                         f"classes, got {classes.size} classes")
     return classes
 
 
 __all__ = ["HAVE_SKLEARN", "ClassifierMixin", "DataConversionWarning", "Estimator",
            "NotFittedError", "RegressorMixin", "as_matrix_like", "available_if",
-           "binary_classes", "label_array",
+           "binary_classes", "label_array", "label_classes",
            "check_matrix_shape", "check_n_features", "column_or_1d", "not_fitted",
            "sklearn_tags_as"]

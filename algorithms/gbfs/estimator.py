@@ -88,6 +88,17 @@ target's scale or the cost unit (all costs zero: mu = 0). The defaults (also ``r
 ``min_samples_leaf=5``) were chosen on ``benchmarks/budget_quality.py``.
 ``next_group(S)`` (``"missing"``) is the group outside ``S`` with the largest training
 split gain per unit cost (``group_gain_``) that fits the budget.
+
+K > 2 classes (``loss="logistic"`` with more than two labels, or ``loss="softmax"``, for
+two as well): ``H(x)`` has K components, ``p = softmax(H)``, loss ``-log p_y``. Each round
+``t`` grows K trees with the tree builder above, tree ``k`` on ``g_k = 1[y = k] - p_k`` with
+Newton weights ``h_k = p_k (1 - p_k)`` (all K at the round's start scores), and scales its
+leaves by ``(K - 1) / K`` (Friedman's multi-class step: at K = 2, ``H_1 - H_0`` moves by the
+logistic model's step, the same trees without a penalty). The penalty ``phi_g`` is shared
+by the round: a group is paid for by the first of the K trees that splits on it and is free
+to the rest. Trees are stored round by round (tree ``t K + k``), ``n_estimators`` counts
+rounds, early stopping watches the held-out multi-class log-loss per round, "auto" mu uses
+``1/K sum_{i,k} g_ik^2``. Training O(T K (n d D + 2^D d B)); answering O(n T K D).
 """
 
 from __future__ import annotations
@@ -97,16 +108,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, softmax
 
 from algorithms.batch import DEPRECATED, BatchModel, as_dense, cost_slack, deprecated_alias
 from algorithms.estimator import (
     ClassifierMixin,
     RegressorMixin,
     available_if,
-    binary_classes,
     check_n_features,
     column_or_1d,
+    label_classes,
     not_fitted,
     sklearn_tags_as,
 )
@@ -170,35 +181,58 @@ def _scaled(progress: Callable[[float], None] | None, low: float, high: float
     return lambda fraction: progress(low + (high - low) * fraction)
 
 
-class _EarlyStop:
-    """The loss of the fit's trees on held-out (masked) rows, tree by tree: stops when
-    ``early_stopping_rounds`` trees in a row did not lower it by a relative 1e-9, and
-    keeps the trees up to the lowest (none if no tree helped). O(n_val D) per tree."""
+def _start_scores(base: float | np.ndarray, n: int) -> np.ndarray:
+    """Scores of ``n`` rows at the base score: (n,), or (K, n) for K classes' bases."""
+    if np.ndim(base) == 0:
+        return np.full(n, base, dtype=np.float64)
+    return np.repeat(np.asarray(base, dtype=np.float64)[:, None], n, axis=1)
 
-    def __init__(self, model: GBFS, base_score: float, codes: np.ndarray,
-                 target: np.ndarray) -> None:
-        self.model, self.codes, self.target = model, codes, target
-        self.scores = np.full(len(target), base_score, dtype=np.float64)
-        self.best = losses.mean_loss(model.loss, target, self.scores)
+
+def _by_row(scores: np.ndarray) -> np.ndarray:
+    """Scores as the losses read them: (n,) as they are, (K, n) transposed to (n, K)."""
+    return scores if scores.ndim == 1 else scores.T
+
+
+def _base(value: Any, n_classes: int) -> float | np.ndarray:
+    """A base score as stored: float (one score), float64 (K,) (K classes)."""
+    if n_classes == 1:
+        return float(value)
+    return np.asarray(value, dtype=np.float64).reshape(n_classes)
+
+
+class _EarlyStop:
+    """The loss of the fit's trees on held-out (masked) rows, round by round (one tree, or
+    K for K classes): stops when ``early_stopping_rounds`` rounds in a row did not lower it
+    by a relative 1e-9, and keeps the rounds up to the lowest (none if no round helped).
+    O(n_val D K) per round."""
+
+    def __init__(self, model: GBFS, loss: str, base_score: float | np.ndarray,
+                 codes: np.ndarray, target: np.ndarray) -> None:
+        self.model, self.loss, self.codes, self.target = model, loss, codes, target
+        self.scores = _start_scores(base_score, len(target))
+        self.best = losses.mean_loss(loss, target, _by_row(self.scores))
         self.best_trees = 0
         self.losses = np.zeros(model.n_estimators, dtype=np.float64)
 
-    def step(self, t: int, feature, threshold, default_left, value) -> bool:
-        """Add tree ``t``; True when the fit should stop."""
-        _tree._add_tree_binned(self.codes, feature, threshold, default_left, value,
-                               float(self.model.learning_rate), self.scores)
-        self.losses[t] = loss = losses.mean_loss(self.model.loss, self.target, self.scores)
+    def step(self, t: int, trees: list[tuple]) -> bool:
+        """Add round ``t``'s trees, (feature, threshold, default_left, value) for each
+        class in order; True when the fit should stop."""
+        for k, tree in enumerate(trees):
+            _tree._add_tree_binned(self.codes, *tree, float(self.model.learning_rate),
+                                   self.scores if self.scores.ndim == 1 else self.scores[k])
+        self.losses[t] = loss = losses.mean_loss(self.loss, self.target, _by_row(self.scores))
         if loss < self.best - 1e-9 * abs(self.best):
             self.best, self.best_trees = loss, t + 1
         return t + 1 - self.best_trees >= self.model.early_stopping_rounds
 
 
 class GBFS(ClassifierMixin, BatchModel):
-    """Gradient boosted feature selection: a scikit-learn classifier (any two labels,
-    ``classes_``, ``predict_proba``) with ``loss="logistic"``, a regressor (R^2 ``score``)
-    with ``loss="squared"``.
+    """Gradient boosted feature selection: a scikit-learn classifier (any labels,
+    ``classes_``, ``predict_proba``; softmax for more than two) with ``loss="logistic"``,
+    a regressor (R^2 ``score``) with ``loss="squared"``.
 
-    Parameters (keyword-only): ``loss`` ("logistic" | "squared"), ``n_estimators`` (T),
+    Parameters (keyword-only): ``loss`` ("logistic": two classes, softmax for more |
+    "squared" | "softmax": K trees a round for any K >= 2), ``n_estimators`` (T rounds),
     ``learning_rate`` (alpha, paper 0.1), ``max_depth`` (paper 4-5), ``feature_penalty``
     (the paper's mu: a split on a feature not used before pays ``feature_penalty * c_f``;
     ``mu`` is its deprecated spelling), ``feature_costs`` (c_f, default 1),
@@ -237,7 +271,9 @@ class GBFS(ClassifierMixin, BatchModel):
     ``tree_default_left_`` (uint8, T x nodes: where a missing value goes),
     ``group_gain_`` (training split gain per group), ``feature_penalty_`` (mu as used),
     ``unmasked_tree_*_`` and ``unmasked_base_score_`` (the unmasked ensemble; zero trees
-    without it), ``unmasked_sets_`` (uint8 (J + 1,): which prefixes it answers).
+    without it), ``unmasked_sets_`` (uint8 (J + 1,): which prefixes it answers),
+    ``n_trees_per_iteration_`` (K trees a round for softmax, else 1; ``base_score_`` is then
+    (K,) and ``decision_function`` (n, K), or ``H_1 - H_0`` for two classes).
 
     Examples
     --------
@@ -258,7 +294,7 @@ class GBFS(ClassifierMixin, BatchModel):
     """
 
     kind = "gbfs"
-    format_version = 3
+    format_version = 4   # 4: softmax (K classes), written only for it; else 3 or 2
     allow_nan = True
     _renamed = {"mu": "feature_penalty"}
 
@@ -412,14 +448,30 @@ class GBFS(ClassifierMixin, BatchModel):
                 raise ValueError(f"the squared loss needs numeric targets: {exc}") from exc
             if not np.all(np.isfinite(y)):
                 raise ValueError("y contains NaN or infinite values")
+            self.n_trees_per_iteration_ = 1
             return y
-        self.classes_ = binary_classes(y, "the logistic loss")
-        return (y == self.classes_[1]).astype(np.float64)
+        self.classes_ = label_classes(y, f"the {self.loss} loss")
+        multi = self.loss == "softmax" or self.classes_.size > 2
+        self.n_trees_per_iteration_ = int(self.classes_.size) if multi else 1
+        return self._class_target(y)
+
+    def _class_target(self, y: np.ndarray) -> np.ndarray:
+        """Labels in ``classes_`` as the loss reads them: 0/1 (binary), class index."""
+        if self.n_trees_per_iteration_ == 1:
+            return (y == self.classes_[1]).astype(np.float64)
+        return np.searchsorted(self.classes_, y).astype(np.float64)
+
+    def _fit_loss(self) -> str:
+        """The loss the trees were boosted on: ``loss``, or "softmax" for K > 2 classes."""
+        return "softmax" if self.n_trees_per_iteration_ > 1 else self.loss
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True   # NaN is a missing value
-        return sklearn_tags_as(tags, "regressor" if self.loss == "squared" else "classifier")
+        tags = sklearn_tags_as(tags, "regressor" if self.loss == "squared" else "classifier")
+        if tags.classifier_tags is not None:
+            tags.classifier_tags.multi_class = True   # softmax for more than two classes
+        return tags
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """Mean accuracy (logistic loss) or R^2 (squared loss) of :meth:`predict`."""
@@ -486,23 +538,26 @@ class GBFS(ClassifierMixin, BatchModel):
     def _boost(self, codes: np.ndarray, target: np.ndarray, n: int,
                stop_rows: tuple[np.ndarray, np.ndarray] | None, graph: tuple,
                progress: Callable[[float], None] | None) -> tuple:
-        """Boost up to ``n_estimators`` trees on binned ``codes`` / ``target`` (the first
+        """Boost up to ``n_estimators`` rounds on binned ``codes`` / ``target`` (the first
         ``n`` rows unmasked: ``train_loss`` is theirs), early-stopped on the binned
-        ``stop_rows``. Returns (base score, mu, feature, threshold, value, default_left,
-        train loss, validation loss, split gains) of the trees kept. O(T (n d D + 2^D d B))."""
+        ``stop_rows``: one tree a round, or with K classes (softmax) one per class, tree
+        ``t K + k`` for class ``k`` of round ``t``. Returns (base score, mu, feature,
+        threshold, value, default_left, train loss, validation loss, split gains) of the
+        trees kept. O(T K (n d D + 2^D d B))."""
         group_of, indptr, members, costs = graph
         d = codes.shape[1]
         n_rows = codes.shape[0]
         n_bins = binning.n_bins_per_feature(self.bin_offsets_)
-        base = losses.base_score(self.loss, target)
+        loss, K = self._fit_loss(), self.n_trees_per_iteration_
+        base = losses.base_score(loss, target, K)
         T, depth, n_nodes = self.n_estimators, self.max_depth, 2 ** (self.max_depth + 1) - 1
-        tree_feature = np.full((T, n_nodes), -1, dtype=np.int32)
-        tree_threshold = np.zeros((T, n_nodes), dtype=np.int32)
-        tree_value = np.zeros((T, n_nodes), dtype=np.float64)
-        tree_default_left = np.zeros((T, n_nodes), dtype=np.uint8)
+        tree_feature = np.full((T * K, n_nodes), -1, dtype=np.int32)
+        tree_threshold = np.zeros((T * K, n_nodes), dtype=np.int32)
+        tree_value = np.zeros((T * K, n_nodes), dtype=np.float64)
+        tree_default_left = np.zeros((T * K, n_nodes), dtype=np.uint8)
         train_loss = np.zeros(T, dtype=np.float64)
-        split_gains = np.zeros((T, n_nodes), dtype=np.float64)
-        stopper = None if stop_rows is None else _EarlyStop(self, base, *stop_rows)
+        split_gains = np.zeros((T * K, n_nodes), dtype=np.float64)
+        stopper = None if stop_rows is None else _EarlyStop(self, loss, base, *stop_rows)
         slots, width = max(1, 2 ** (depth - 1)), int(n_bins.max(initial=1)) + 1
         hists = [np.zeros((slots, d, width), dtype=dt) for dt in (np.float64, np.int32) * 2]
         m = n_rows if self.subsample >= 1 else max(1, int(np.ceil(self.subsample * n_rows)))
@@ -511,40 +566,59 @@ class GBFS(ClassifierMixin, BatchModel):
         hess_hists = [np.zeros((slots, d, width) if split_newton else (1, 1, 1))
                       for _ in range(2)]
         rng = np.random.default_rng(self.random_state)
-        scores = np.full(n_rows, base, dtype=np.float64)
+        scores = _start_scores(base, n_rows)
         mu = self._resolved_penalty(target, scores, costs)
         penalty = mu * costs[group_of]
         any_split = False
         newton, ones = self.leaf_values == "newton", np.ones(n_rows, dtype=np.float64)
         for t in range(T):
-            grad = losses.negative_gradient(self.loss, target, scores)
-            hess = losses.hessian(self.loss, scores) if newton else ones
+            grad, hess = self._round_gradients(loss, target, scores, newton, ones)
             if m == n_rows:
                 rows = np.arange(n_rows, dtype=np.int32)
             else:
                 rows = np.sort(rng.choice(n_rows, size=m, replace=False)).astype(np.int32)
-            tree = _tree._grow_tree(
-                codes, grad, hess, rows, n_bins, penalty, depth, self.min_samples_leaf,
-                float(self.min_split_hessian), not any_split, *hists, tmp,
-                float(self.reg_lambda), split_newton, float(self.min_child_hessian),
-                *hess_hists, group_of, indptr, members)
-            feature, threshold, value, default_left, split_gains[t] = tree
-            any_split = any_split or bool(feature[0] >= 0)
-            tree_feature[t], tree_threshold[t], tree_value[t] = feature, threshold, value
-            tree_default_left[t] = default_left
-            _tree._add_tree_binned(codes, feature, threshold, default_left, value,
-                                   float(self.learning_rate), scores)
-            train_loss[t] = losses.mean_loss(self.loss, target[:n], scores[:n])
+            trees = []
+            for k in range(K):
+                tree = _tree._grow_tree(
+                    codes, grad[k], hess[k], rows if K == 1 else rows.copy(), n_bins,
+                    penalty, depth, self.min_samples_leaf, float(self.min_split_hessian),
+                    not any_split, *hists, tmp, float(self.reg_lambda), split_newton,
+                    float(self.min_child_hessian), *hess_hists, group_of, indptr, members)
+                i = t * K + k
+                feature, threshold, value, default_left, split_gains[i] = tree
+                if K > 1:
+                    value *= (K - 1) / K
+                any_split = any_split or bool(feature[0] >= 0)
+                tree_feature[i], tree_threshold[i], tree_value[i] = feature, threshold, value
+                tree_default_left[i] = default_left
+                _tree._add_tree_binned(codes, feature, threshold, default_left, value,
+                                       float(self.learning_rate),
+                                       scores if K == 1 else scores[k])
+                trees.append((feature, threshold, default_left, value))
+            train_loss[t] = losses.mean_loss(loss, target[:n], _by_row(scores[..., :n]))
             if progress is not None:
                 progress((t + 1) / T)
-            if stopper is not None and stopper.step(t, feature, threshold, default_left,
-                                                    value):
+            if stopper is not None and stopper.step(t, trees):
                 break
         kept = T if stopper is None else stopper.best_trees
         validation_loss = np.zeros(0) if stopper is None else stopper.losses[:kept]
-        return (base, mu, tree_feature[:kept].copy(), tree_threshold[:kept].copy(),
-                tree_value[:kept].copy(), tree_default_left[:kept].copy(),
-                train_loss[:kept].copy(), validation_loss, split_gains[:kept])
+        return (base, mu, tree_feature[:kept * K].copy(), tree_threshold[:kept * K].copy(),
+                tree_value[:kept * K].copy(), tree_default_left[:kept * K].copy(),
+                train_loss[:kept].copy(), validation_loss, split_gains[:kept * K])
+
+    @staticmethod
+    def _round_gradients(loss: str, target: np.ndarray, scores: np.ndarray, newton: bool,
+                         ones: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Negative gradients and leaf weights (``l''``, or ones for mean leaves) of one
+        round, one contiguous (n,) array per tree: K of each for scores (K, n). O(n K)."""
+        if scores.ndim == 1:
+            return [losses.negative_gradient(loss, target, scores)], \
+                [losses.hessian(loss, scores) if newton else ones]
+        K = scores.shape[0]
+        grad = np.ascontiguousarray(losses.negative_gradient(loss, target, scores.T).T)
+        hess = list(np.ascontiguousarray(losses.hessian(loss, scores.T).T)) if newton else \
+            [ones] * K
+        return list(grad), hess
 
     def _set_unmasked(self, base: float | None, feature: np.ndarray | None = None,
                       threshold: np.ndarray | None = None, value: np.ndarray | None = None,
@@ -558,8 +632,9 @@ class GBFS(ClassifierMixin, BatchModel):
             threshold = np.zeros((0, n_nodes), dtype=np.int32)
             value = np.zeros((0, n_nodes), dtype=np.float64)
             default_left = np.zeros((0, n_nodes), dtype=np.uint8)
-            base = 0.0
-        self.unmasked_base_score_ = float(base)
+            base = 0.0 if self.n_trees_per_iteration_ == 1 else \
+                np.zeros(self.n_trees_per_iteration_)
+        self.unmasked_base_score_ = _base(base, self.n_trees_per_iteration_)
         self.unmasked_tree_feature_, self.unmasked_tree_threshold_ = feature, threshold
         self.unmasked_tree_value_, self.unmasked_tree_default_left_ = value, default_left
         self.unmasked_tree_split_value_ = self._split_values(feature, threshold)
@@ -586,8 +661,9 @@ class GBFS(ClassifierMixin, BatchModel):
                 continue
             X = held[0].copy()
             X[:, ~np.isin(group_of, S)] = np.nan
-            masked = losses.mean_loss(self.loss, held[1], self._ensemble_scores(X, False))
-            unmasked = losses.mean_loss(self.loss, held[1], self._ensemble_scores(X, True))
+            loss = self._fit_loss()
+            masked = losses.mean_loss(loss, held[1], self._ensemble_scores(X, False))
+            unmasked = losses.mean_loss(loss, held[1], self._ensemble_scores(X, True))
             chosen[k] = unmasked < masked
         return chosen
 
@@ -657,7 +733,7 @@ class GBFS(ClassifierMixin, BatchModel):
             return y
         if not np.all(np.isin(y, self.classes_)):
             raise ValueError(f"y_val holds labels outside the training classes {self.classes_}")
-        return (y == self.classes_[1]).astype(np.float64)
+        return self._class_target(y)
 
     def _masked_rows(self, codes: np.ndarray, target: np.ndarray, group_of: np.ndarray,
                      n_groups: int, stream: int) -> tuple[np.ndarray, np.ndarray]:
@@ -681,12 +757,16 @@ class GBFS(ClassifierMixin, BatchModel):
     def _resolved_penalty(self, target: np.ndarray, scores: np.ndarray,
                           costs: np.ndarray) -> float:
         """mu: ``feature_penalty``, or for "auto" ``AUTO_PENALTY sum_i g_i^2 / mean(c)``
-        with the initial negative gradients ``g`` (0 when every cost is 0)."""
+        with the initial negative gradients ``g`` (0 when every cost is 0); with K classes
+        ``sum_i g_i^2`` is the mean over the classes' trees ``1/K sum_{i,k} g_ik^2``."""
         if self.feature_penalty != "auto":
             return float(self.feature_penalty)
         mean_cost = float(np.mean(costs)) if costs.size else 0.0
         if mean_cost <= 0:
             return 0.0
+        if scores.ndim == 2:
+            grad = losses.negative_gradient("softmax", target, scores.T)
+            return AUTO_PENALTY * float(np.sum(grad * grad)) / scores.shape[0] / mean_cost
         grad = losses.negative_gradient(self.loss, target, scores)
         return AUTO_PENALTY * float(grad @ grad) / mean_cost
 
@@ -841,69 +921,104 @@ class GBFS(ClassifierMixin, BatchModel):
         """Scores ``H(x)`` (n,) for a caller that computed ``computed_groups`` (None: all):
         every tree, the other groups' features missing (``uncomputed="missing"``), or the
         trees before the first that splits on one of them (``"prefix"``). NaN in ``X`` is
-        missing too. ``computed`` (feature indices) is the deprecated spelling."""
-        return self._answer(X, computed_groups, computed)
+        missing too. K > 2 classes: the class scores (n, K); softmax with two classes:
+        ``H_1 - H_0`` (n,), the log-odds of ``classes_[1]`` as for the logistic loss.
+        ``computed`` (feature indices) is the deprecated spelling."""
+        return self._decision(self._answer(X, computed_groups, computed))
+
+    def _decision(self, raw: np.ndarray) -> np.ndarray:
+        """The public decision function of raw scores ((n,), or (n, K) for K classes)."""
+        return raw[:, 1] - raw[:, 0] if raw.ndim == 2 and raw.shape[1] == 2 else raw
 
     def _scores(self, X: np.ndarray, n_trees: int) -> np.ndarray:
-        out = np.full(X.shape[0], self.base_score_, dtype=np.float64)
-        _tree._add_trees_raw(X, self.tree_feature_, self.tree_split_value_,
-                             self.tree_default_left_, self.tree_value_, 0, n_trees,
-                             float(self.learning_rate), out)
-        return out
+        return self._add_trees(X, self.base_score_, (
+            self.tree_feature_, self.tree_split_value_, self.tree_default_left_,
+            self.tree_value_), n_trees)
+
+    def _add_trees(self, X: np.ndarray, base: float | np.ndarray, trees: tuple,
+                   n_trees: int) -> np.ndarray:
+        """``base`` plus the first ``n_trees`` of ``trees`` (feature, split value, default
+        left, value): scores (n,), or for K classes (n, K), tree ``t`` adding to class
+        ``t mod K``. O(n n_trees D)."""
+        rate = float(self.learning_rate)
+        if np.ndim(base) == 0:
+            out = np.full(X.shape[0], base, dtype=np.float64)
+            _tree._add_trees_raw(X, *trees, 0, n_trees, rate, out)
+            return out
+        K = len(base)
+        out = _start_scores(base, X.shape[0])
+        for k in range(K):
+            mine = [np.ascontiguousarray(array[k:n_trees:K]) for array in trees]
+            _tree._add_trees_raw(X, *mine, 0, mine[0].shape[0], rate, out[k])
+        return out.T
 
     def _ensemble_scores(self, X: np.ndarray, unmasked: bool) -> np.ndarray:
         """Scores of every tree of the masked (or the unmasked) ensemble. O(n T D)."""
         if not unmasked:
             return self._scores(X, self.tree_feature_.shape[0])
-        out = np.full(X.shape[0], self.unmasked_base_score_, dtype=np.float64)
-        _tree._add_trees_raw(X, self.unmasked_tree_feature_, self.unmasked_tree_split_value_,
-                             self.unmasked_tree_default_left_, self.unmasked_tree_value_, 0,
-                             self.unmasked_tree_feature_.shape[0], float(self.learning_rate),
-                             out)
-        return out
+        return self._add_trees(X, self.unmasked_base_score_, (
+            self.unmasked_tree_feature_, self.unmasked_tree_split_value_,
+            self.unmasked_tree_default_left_, self.unmasked_tree_value_),
+            self.unmasked_tree_feature_.shape[0])
 
-    @available_if(lambda model: model.loss == "logistic")
+    @available_if(lambda model: model.loss != "squared")
     def predict_proba(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
                       computed_groups: Iterable[int] | None = None) -> np.ndarray:
-        """``[1 - p, p]`` with ``p = sigmoid(H(x))``, shape (n, 2); logistic loss only."""
-        p = expit(self._answer(X, computed_groups, computed))
+        """``[1 - p, p]`` with ``p = sigmoid(H(x))``, shape (n, 2) (logistic loss), or
+        ``softmax(H(x))`` (n, K) (K classes); not for the squared loss."""
+        raw = self._answer(X, computed_groups, computed)
+        if raw.ndim == 2:
+            return softmax(raw, axis=1)
+        p = expit(raw)
         return np.column_stack([1.0 - p, p])
 
     def _link(self, scores: np.ndarray) -> np.ndarray:
         if self.loss == "squared":
             return scores
+        if scores.ndim == 2:
+            return self.classes_[np.argmax(scores, axis=1)]
         return self.classes_[(scores > 0).astype(np.int64)]
 
     def predict(self, X: Any, computed: Iterable[int] | None = DEPRECATED, *,
                 computed_groups: Iterable[int] | None = None) -> np.ndarray:
-        """Class labels (logistic) or values (squared) for ``computed_groups`` (see
-        :meth:`decision_function`)."""
+        """Class labels (logistic, softmax) or values (squared) for ``computed_groups``
+        (see :meth:`decision_function`)."""
         return self._link(self._answer(X, computed_groups, computed))
 
-    def staged_decision_function(self, X: Any) -> Iterator[np.ndarray]:
-        """Yield ``H(x)`` after each tree (bit-identical to ``decision_function``). O(n D)."""
+    def _staged_scores(self, X: Any) -> Iterator[np.ndarray]:
+        """Raw scores after each round: one tree, or K trees for K classes. O(n D) a tree."""
         X = self._check_input(X)
-        out = np.full(X.shape[0], self.base_score_, dtype=np.float64)
+        K = self.n_trees_per_iteration_
+        out = _start_scores(self.base_score_, X.shape[0])
         for t in range(self.tree_feature_.shape[0]):
             _tree._add_trees_raw(X, self.tree_feature_, self.tree_split_value_,
                                  self.tree_default_left_, self.tree_value_, t, t + 1,
-                                 float(self.learning_rate), out)
-            yield out.copy()
+                                 float(self.learning_rate), out if K == 1 else out[t % K])
+            if (t + 1) % K == 0:
+                yield _by_row(out).copy()
+
+    def staged_decision_function(self, X: Any) -> Iterator[np.ndarray]:
+        """Yield ``decision_function(X)`` after each round (one tree, or K trees with K
+        classes), bit-identical to it at the last. O(n D) a tree."""
+        for raw in self._staged_scores(X):
+            yield self._decision(raw)
 
     def staged_predict(self, X: Any) -> Iterator[np.ndarray]:
-        """Yield predictions after each tree."""
-        for scores in self.staged_decision_function(X):
-            yield self._link(scores)
+        """Yield predictions after each round."""
+        for raw in self._staged_scores(X):
+            yield self._link(raw)
 
     # ------------------------------------------------------------ serialization
     def state_dict(self) -> dict[str, Any]:
         """Parameters and fitted arrays in the envelope of ``algorithms.states``: format 3,
-        or without ``unmasked_trees`` format 2 (as a model of format 2 was written)."""
+        or without ``unmasked_trees`` format 2 (as a model of format 2 was written); a
+        softmax model (K classes) format 4, format 3 with K base scores per ensemble."""
         state: dict[str, Any] = {name: getattr(self, name) for name in _PARAMS + _PARAMS_V2}
-        twin = bool(self.unmasked_trees)
-        if twin:
-            state["unmasked_trees"] = True
-            state["unmasked_base_score_"] = float(self.unmasked_base_score_)
+        twin, multi = bool(self.unmasked_trees), self.n_trees_per_iteration_ > 1
+        if twin or multi:
+            state["unmasked_trees"] = twin
+            state["unmasked_base_score_"] = _base(self.unmasked_base_score_,
+                                                  self.n_trees_per_iteration_)
         if self.feature_costs is not None:
             state["feature_costs"] = np.asarray(self.feature_costs, dtype=np.float64)
         if self.feature_groups is not None:
@@ -912,15 +1027,15 @@ class GBFS(ClassifierMixin, BatchModel):
             state["feature_groups_sizes"] = np.array([len(g) for g in groups], dtype=np.int64)
         if self.group_costs is not None:
             state["group_costs"] = np.asarray(self.group_costs, dtype=np.float64)
-        state["base_score_"] = float(self.base_score_)
+        state["base_score_"] = _base(self.base_score_, self.n_trees_per_iteration_)
         state["n_features_in_"] = int(self.n_features_in_)
         state["feature_penalty_"] = float(self.feature_penalty_)
-        for name in _ARRAYS + _ARRAYS_V2 + (_ARRAYS_V3 if twin else ()) + (
-                ("classes_",) if self.loss == "logistic" else ()):
+        for name in _ARRAYS + _ARRAYS_V2 + (_ARRAYS_V3 if twin or multi else ()) + (
+                ("classes_",) if self.loss != "squared" else ()):
             state[name] = getattr(self, name)
-        if self.loss == "logistic" and self.classes_.dtype.kind not in "biuf":
+        if self.loss != "squared" and self.classes_.dtype.kind not in "biuf":
             state["classes_"] = [str(c) for c in self.classes_]   # JSON: labels as strings
-        return envelope(self.kind, self.format_version if twin else 2, state)
+        return envelope(self.kind, 4 if multi else 3 if twin else 2, state)
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> GBFS:
@@ -929,8 +1044,9 @@ class GBFS(ClassifierMixin, BatchModel):
         ``feature_penalty``); ValueError when it is incomplete or its contents are not a
         model the prediction kernels can run (``_check_fitted``). States of format 0 and 1
         (before the budgeted answers with every tree) load as the paper's model:
-        ``uncomputed="prefix"``, ``masked_copies=0``, and answer exactly as they did."""
-        version, state = open_envelope(state, cls.kind, (0, 2, cls.format_version))
+        ``uncomputed="prefix"``, ``masked_copies=0``, and answer exactly as they did.
+        Format 4 is read only for softmax models, the others only for one score."""
+        version, state = open_envelope(state, cls.kind, (0, 2, 3, cls.format_version))
         if version == 0:
             state = renamed(state, cls._renamed)
         try:
@@ -950,10 +1066,11 @@ class GBFS(ClassifierMixin, BatchModel):
                 groups = [part.tolist() for part in parts]
             model = cls(**params, feature_costs=state.get("feature_costs"),
                         feature_groups=groups, group_costs=state.get("group_costs"))
-            model.base_score_ = float(state["base_score_"])
             model.n_features_in_ = int(state["n_features_in_"])
-            for name in _ARRAYS + (("classes_",) if model.loss == "logistic" else ()):
+            for name in _ARRAYS + (("classes_",) if model.loss != "squared" else ()):
                 setattr(model, name, np.asarray(state[name]))
+            K = model._n_classes_trees(version)
+            model.base_score_ = _base(state["base_score_"], K)
             if version >= 2:
                 model.feature_penalty_ = float(state["feature_penalty_"])
                 for name in _ARRAYS_V2:
@@ -966,7 +1083,7 @@ class GBFS(ClassifierMixin, BatchModel):
                 model.validation_loss_ = np.zeros(0)
             model._set_unmasked(None)
             if version >= 3:
-                model._set_unmasked(float(state["unmasked_base_score_"]),
+                model._set_unmasked(_base(state["unmasked_base_score_"], K),
                                     *(np.asarray(state[name]) for name in _ARRAYS_V3[:4]))
                 model.unmasked_sets_ = np.asarray(state["unmasked_sets_"])
             model._check_fitted()
@@ -975,6 +1092,22 @@ class GBFS(ClassifierMixin, BatchModel):
         except (KeyError, TypeError, OverflowError, IndexError) as exc:
             raise ValueError(f"GBFS state is incomplete or malformed: {exc!r}") from exc
         return model
+
+    def _n_classes_trees(self, version: int) -> int:
+        """Set and return ``n_trees_per_iteration_`` of a loaded state (K for a softmax
+        model: ``loss="softmax"`` or more than two ``classes_``, else 1); ValueError when
+        the state's format is not its kind's (4 for softmax, older for the others)."""
+        classes = getattr(self, "classes_", np.zeros(0))
+        multi = self.loss == "softmax" or classes.shape[0] > 2
+        if multi != (version == 4):
+            raise ValueError(f"GBFS state: format_version {version} holds "
+                             f"{'no ' if version == 4 else ''}softmax model; softmax "
+                             f"(loss='softmax' or more than two classes_) is format 4 only")
+        if multi and (classes.ndim != 1 or classes.shape[0] < 2 or
+                      np.unique(classes).shape[0] != classes.shape[0]):
+            raise ValueError("GBFS state: classes_ must be at least two distinct labels")
+        self.n_trees_per_iteration_ = int(classes.shape[0]) if multi else 1
+        return self.n_trees_per_iteration_
 
     def _check_trees(self, prefix: str, shape: tuple[int, int]) -> None:
         """ValueError unless the arrays of one ensemble (``prefix`` "" or "unmasked_") are
@@ -1009,25 +1142,29 @@ class GBFS(ClassifierMixin, BatchModel):
     def _check_fitted(self) -> None:
         """What the prediction kernels assume of a loaded state (ValueError otherwise):
         heap-shaped trees whose splits name features in [0, d) with finite thresholds and
-        leaves only on the last level, finite values and base score. O(T·2^D + d)."""
-        d = self.n_features_in_
+        leaves only on the last level, finite values and base score; with K classes K
+        trees a round and K base scores. O(T·2^D + d)."""
+        d, K = self.n_features_in_, self.n_trees_per_iteration_
         self._check_params(d)
-        if not 1 <= d < 2**31 or not np.isfinite(self.base_score_):
+        if not 1 <= d < 2**31 or not np.all(np.isfinite(self.base_score_)):
             raise ValueError("GBFS state: bad n_features_in_ or base_score_")
+        if K > 1 and np.asarray(self.classes_).shape != (K,):
+            raise ValueError(f"GBFS state: {K} trees a round need {K} classes_")
         n_nodes = 2 ** (int(self.max_depth) + 1) - 1
         feature = self.tree_feature_
         shape = (feature.shape[0] if feature.ndim == 2 else -1, n_nodes)
-        if not 0 <= shape[0] <= int(self.n_estimators):
+        if not 0 <= shape[0] <= int(self.n_estimators) * K or shape[0] % K:
             raise ValueError(f"GBFS state: {shape[0]} trees, n_estimators is "
-                             f"{self.n_estimators}")
-        if np.asarray(self.train_loss_).shape != (shape[0],) or \
-                np.asarray(self.validation_loss_).shape not in ((0,), (shape[0],)):
+                             f"{self.n_estimators} ({K} trees a round)")
+        rounds = shape[0] // K
+        if np.asarray(self.train_loss_).shape != (rounds,) or \
+                np.asarray(self.validation_loss_).shape not in ((0,), (rounds,)):
             raise ValueError("GBFS state: train_loss_ / validation_loss_ do not match the trees")
         self._check_trees("", shape)
         twin = self.unmasked_tree_feature_
         self._check_trees("unmasked_", (twin.shape[0] if twin.ndim == 2 else -1, n_nodes))
-        if not 0 <= twin.shape[0] <= int(self.n_estimators) or \
-                not np.isfinite(self.unmasked_base_score_):
+        if not 0 <= twin.shape[0] <= int(self.n_estimators) * K or twin.shape[0] % K or \
+                not np.all(np.isfinite(self.unmasked_base_score_)):
             raise ValueError("GBFS state: bad unmasked trees or unmasked_base_score_")
         n_groups = d if self.feature_groups is None else len(self.feature_groups)
         sets = np.asarray(self.unmasked_sets_)

@@ -202,8 +202,8 @@ def test_invalid_input_is_rejected(task):
     X, y, _ = task
     with pytest.raises(ValueError, match="infinite"):
         paper_gbfs().fit(np.where(X > 0.9, np.inf, X), y)
-    with pytest.raises(ValueError, match="needs 2 classes"):
-        paper_gbfs().fit(X, np.arange(len(y)) % 3)
+    with pytest.raises(ValueError, match="needs 2 classes"):   # (3 classes: softmax)
+        paper_gbfs().fit(X, np.zeros(len(y)))
     with pytest.raises(ValueError, match="feature_costs"):
         paper_gbfs(feature_costs=np.ones(3)).fit(X, y)
     with pytest.raises(ValueError, match="split_gain"):
