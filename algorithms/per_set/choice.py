@@ -1,7 +1,8 @@
 """PerSetChoice: for each computed set of feature groups, the better of two models.
 
 Two halves are fitted on the same training rows: an :class:`AnytimeLinearModel` (a ridge
-refit on exactly the computed groups ``S``) and :class:`GBFS` (trees; uncomputed groups'
+refit on exactly the computed groups ``S``; for classification a logistic refit,
+``ANYTIME_CLASSIFICATION``, unless ``anytime_params`` say otherwise) and :class:`GBFS` (trees; uncomputed groups'
 features are never read). Each half gets a :class:`~algorithms.per_set.figures.SetFigures`
 on the same held-out validation rows, and a set ``S`` is answered by the half with the
 better validation figure *for exactly S*: explained variance (regression) or cross-fitted
@@ -10,6 +11,11 @@ named sets (``specialist_sets``), a model trained on exactly that set's features
 (:mod:`algorithms.per_set.specialists`) is a third candidate for that set alone, kept only
 when its validation figure beats both halves'. The combined figure of a set is its chosen
 answerer's; ``next_group`` and the greedy ``sequence_`` maximize its gain per unit cost.
+GBFS (its half and the specialists' trees) early-stops on those validation rows, as a
+practitioner early-stops a booster on a validation split: the trees' figures are then
+chosen on rows that also chose their number of trees (a small optimism, the same as the
+per-set refit a practitioner would compare against). Classification trees use
+second-order split gains (``GBFS_CLASSIFICATION``) unless ``gbfs_params`` say otherwise.
 The protocol is the batch models' (``algorithms.batch``).
 """
 
@@ -56,6 +62,8 @@ VALIDATION_FRACTION = 0.2   # held out by fit() when no validation rows are give
 TIE_TOLERANCE = 1e-12       # figure differences below this are ties (-> the anytime half)
 _ANYTIME_OWN = ("groups", "costs", "method", "budget")
 _GBFS_OWN = ("loss", "feature_groups", "group_costs", "feature_costs")
+GBFS_CLASSIFICATION = {"split_gain": "newton"}   # the GBFS half's defaults (gbfs_params win)
+ANYTIME_CLASSIFICATION = {"classification_answer": "logistic"}   # the anytime half's (idem)
 
 
 class PerSetChoice(RegressorMixin, BatchModel):
@@ -166,9 +174,10 @@ class PerSetChoice(RegressorMixin, BatchModel):
 
     def _anytime(self, n_features: int) -> AnytimeLinearModel:
         groups, costs = self._groups_and_costs(n_features)
+        defaults = ANYTIME_CLASSIFICATION if self.task == "classification" else {}
         try:
-            return AnytimeLinearModel(groups=groups, costs=costs,
-                                      method=self.method, **dict(self.anytime_params or {}))
+            return AnytimeLinearModel(groups=groups, costs=costs, method=self.method,
+                                      **{**defaults, **dict(self.anytime_params or {})})
         except TypeError as exc:
             raise TypeError(f"bad anytime_params {sorted(self.anytime_params or {})}: "
                             f"{exc}") from exc
@@ -182,9 +191,10 @@ class PerSetChoice(RegressorMixin, BatchModel):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"groups must be lists of feature indices and costs numbers: "
                              f"{exc}") from exc
+        defaults = GBFS_CLASSIFICATION if loss == "logistic" else {}
         try:
             return GBFS(loss=loss, feature_groups=groups, group_costs=costs,
-                        **dict(self.gbfs_params or {}))
+                        **{**defaults, **dict(self.gbfs_params or {})})
         except TypeError as exc:
             raise TypeError(f"bad gbfs_params {sorted(self.gbfs_params or {})}: {exc}") from exc
 
@@ -249,8 +259,9 @@ class PerSetChoice(RegressorMixin, BatchModel):
             progress(0.05)
         keys = self._specialist_keys(d)
         share = 0.65 if keys else 0.85   # of the progress, GBFS's; the specialists' the rest
-        gbfs = self._gbfs(d).fit(X_fit, t_fit, progress=None if progress is None else (
-            lambda f: progress(0.05 + share * f)))
+        gbfs = self._gbfs(d).fit(X_fit, t_fit, X_val=Xv, y_val=tv,
+                                 progress=None if progress is None else (
+                                     lambda f: progress(0.05 + share * f)))
         specialists = []
         groups = [np.asarray(g, dtype=np.int64) for g in anytime.groups_]
         for i, S in enumerate(keys):
@@ -299,10 +310,11 @@ class PerSetChoice(RegressorMixin, BatchModel):
 
     # --------------------------------------------------------------------- scorers
     def _score_anytime(self, X: np.ndarray, S: tuple[int, ...]) -> np.ndarray:
-        """``anytime_.predict(X, computed_groups=S)``, the same operations on the same
-        arrays (its per-set solves are cached and thread-safe); ``X`` is already checked
+        """The anytime half's answer for ``S`` (its ridge prediction, or with a logistic
+        answer its logit), the same operations on the same arrays as its own ``predict``
+        (its per-set solves are cached and thread-safe); ``X`` is already checked
         (``_rows``)."""
-        coef, intercept = self.anytime_.coef_for_groups(S)
+        coef, intercept = self.anytime_.answer_coef(S)
         return X @ coef + intercept
 
     def _score_gbfs(self, X: np.ndarray, S: tuple[int, ...]) -> np.ndarray:

@@ -14,8 +14,10 @@ candidates are fitted on the training rows restricted to ``C_S``:
   columns. The penalty is the one of ``RIDGE_ALPHAS`` / ``LOGISTIC_CS`` with the best
   held-out figure.
 - *gbfs*: :class:`~algorithms.gbfs.GBFS` on the columns ``C_S`` only, every group of ``S``
-  computed: no masked copies (``masked_copies=0``), no feature penalty, early stopping on
-  its own split of the training rows.
+  computed: no masked copies (``masked_copies=0``), no feature penalty, second-order split
+  gains, learning rate 0.05, up to 5,000 trees early-stopped (patience 50) on the held-out
+  rows, as a practitioner early-stops LightGBM on a validation split; ``gbfs_params``
+  (the GBFS half's) may change any of these but the first two.
 
 The candidate with the better figure on the held-out validation rows (explained variance,
 or cross-fitted -log-loss of Platt-calibrated scores: :mod:`algorithms.per_set.figures`)
@@ -43,6 +45,8 @@ LOGISTIC_C = 1.0      # logistic_fit's default inverse L2 penalty
 RIDGE_ALPHAS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)   # tried by a specialist (regression)
 LOGISTIC_CS = (0.01, 0.1, 1.0, 10.0, 100.0)            # tried by a specialist (classification)
 _GBFS_FIXED = {"masked_copies": 0, "feature_penalty": 0.0, "unmasked_trees": False}
+_GBFS_DEFAULTS = {"split_gain": "newton", "learning_rate": 0.05, "n_estimators": 5000,
+                  "early_stopping_rounds": 50}   # gbfs_params override these
 
 
 # ----------------------------------------------------------------------- linear fits
@@ -206,10 +210,12 @@ def fit_specialist(X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.nd
             linear = candidate
     position = {int(f): j for j, f in enumerate(columns)}
     sub_groups = [[position[int(f)] for f in groups[g]] for g in S]
-    params = {**dict(gbfs_params or {}), **_GBFS_FIXED}
+    params = {**_GBFS_DEFAULTS, **dict(gbfs_params or {}), **_GBFS_FIXED}
     trees = GBFS(loss="squared" if task == "regression" else "logistic",
                  feature_groups=sub_groups, group_costs=np.asarray(costs)[list(S)],
-                 **params).fit(Xs, y, progress=progress)
+                 **params)
+    held = {"X_val": Xv, "y_val": y_val} if trees.early_stopping_rounds is not None else {}
+    trees.fit(Xs, y, progress=progress, **held)
     tree_model = Specialist(S, columns, "gbfs", trees=trees)
     tree_model.figure = _figure(task, trees.decision_function(Xv), y_val)
     return tree_model if tree_model.figure > linear.figure + 1e-12 else linear

@@ -51,7 +51,10 @@ def classification():
 
 
 def half_scores(model, X, S):
-    return {"anytime": model.anytime_.predict(X, computed_groups=S),
+    anytime = model.anytime_   # classification: the logistic refit's logit
+    score = anytime.decision_function if anytime.classification_answer == "logistic" \
+        else anytime.predict
+    return {"anytime": score(X, computed_groups=S),
             "gbfs": model.gbfs_.decision_function(X, computed_groups=S)}
 
 

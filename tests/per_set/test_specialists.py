@@ -133,7 +133,10 @@ def test_without_specialists_the_state_is_as_before():
 def test_classification_specialist_logits_are_calibrated():
     X, _ = data(500, 5)
     Xv, _ = data(200, 6)
-    model = PerSetChoice(groups=GROUPS, task="classification", gbfs_params=GBFS_PARAMS,
+    # a GBFS half that pays too much for any group (the specialists never pay) answers a
+    # constant, so the specialist must win the set of the product
+    model = PerSetChoice(groups=GROUPS, task="classification",
+                         gbfs_params={**GBFS_PARAMS, "feature_penalty": 1e6},
                          specialist_sets=[[0]], max_specialists=1)
     model.fit(X, np.where(X[:, 0] * X[:, 1] > 0, "yes", "no"), X_val=Xv,
               y_val=np.where(Xv[:, 0] * Xv[:, 1] > 0, "yes", "no"))
@@ -154,3 +157,46 @@ def test_clean_sets_and_bad_params():
         clean_sets(["ab"], 3, 8)
     with pytest.raises(ValueError, match="max_specialists"):
         PerSetChoice(groups=GROUPS, max_specialists=-1).check_params(6)
+
+
+def test_tree_specialist_is_gbfs_on_the_set_early_stopped_on_the_held_out_rows():
+    """A tree specialist is GBFS on exactly S's columns (no masking, no penalty, second-order
+    gains, learning rate 0.05) whose trees were chosen by early stopping on the held-out
+    rows, the protocol of a practitioner's per-set booster."""
+    from algorithms.gbfs import GBFS
+    from algorithms.per_set.specialists import fit_specialist
+
+    X, y = data(600, 4)
+    Xv, yv = data(300, 5)
+    groups = [np.asarray(g) for g in GROUPS]
+    params = {"max_depth": 3, "random_state": 0}
+    specialist = fit_specialist(X, y, Xv, yv, groups, np.ones(3), (0,), "regression", params)
+    assert specialist.kind == "gbfs"   # the product of group 0: trees beat every ridge
+    reference = GBFS(loss="squared", feature_groups=[[0, 1]], group_costs=np.ones(1),
+                     masked_copies=0, feature_penalty=0.0, unmasked_trees=False,
+                     split_gain="newton", learning_rate=0.05, n_estimators=5000,
+                     early_stopping_rounds=50, **params).fit(X[:, :2], y, X_val=Xv[:, :2],
+                                                              y_val=yv)
+    np.testing.assert_allclose(specialist.decision_function(Xv),
+                               reference.decision_function(Xv[:, :2]), rtol=1e-12, atol=1e-12)
+    assert specialist.trees.n_estimators == 5000
+
+
+def test_classification_halves_answer_with_a_logistic_refit_and_newton_trees():
+    X, y = data(500, 6)
+    labels = np.where(y > 0, 1, -1)
+    Xv, yv = data(250, 7)
+    model = PerSetChoice(groups=GROUPS, task="classification",
+                         gbfs_params={"n_estimators": 20, "random_state": 0})
+    model.fit(X, labels, X_val=Xv, y_val=np.where(yv > 0, 1, -1))
+    assert model.anytime_.classification_answer == "logistic"
+    assert model.gbfs_.split_gain == "newton"
+    for S in [(0,), (1, 2), (0, 1, 2)]:
+        coef, intercept = model.anytime_.logistic_for_groups(S)
+        np.testing.assert_array_equal(model._score_anytime(Xv, S), Xv @ coef + intercept)
+    # the defaults give way to what the user says
+    plain = PerSetChoice(groups=GROUPS, task="classification",
+                         anytime_params={"classification_answer": "regression"},
+                         gbfs_params={"split_gain": "gradient"})
+    assert plain._anytime(6).classification_answer == "regression"
+    assert plain._gbfs(6).split_gain == "gradient"
