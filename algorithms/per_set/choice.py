@@ -2,8 +2,8 @@
 
 Two halves are fitted on the same training rows: an :class:`AnytimeLinearModel` (a ridge
 refit on exactly the computed groups ``S``; for classification a logistic refit,
-``ANYTIME_CLASSIFICATION``, unless ``anytime_params`` say otherwise) and :class:`GBFS` (trees; uncomputed groups'
-features are never read). Each half gets a :class:`~algorithms.per_set.figures.SetFigures`
+``ANYTIME_CLASSIFICATION``, unless ``anytime_params`` say otherwise) and :class:`GBFS`
+(trees; uncomputed groups' features are never read). Each half gets a :class:`~algorithms.per_set.figures.SetFigures`
 on the same held-out validation rows, and a set ``S`` is answered by the half with the
 better validation figure *for exactly S*: explained variance (regression) or cross-fitted
 log-loss of the Platt-calibrated probabilities (classification). Optionally, for a few
