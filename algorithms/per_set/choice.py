@@ -3,20 +3,21 @@
 Two halves are fitted on the same training rows: an :class:`AnytimeLinearModel` (a ridge
 refit on exactly the computed groups ``S``; for classification a logistic refit,
 ``ANYTIME_CLASSIFICATION``, unless ``anytime_params`` say otherwise) and :class:`GBFS`
-(trees; uncomputed groups' features are never read). Each half gets a :class:`~algorithms.per_set.figures.SetFigures`
-on the same held-out validation rows, and a set ``S`` is answered by the half with the
-better validation figure *for exactly S*: explained variance (regression) or cross-fitted
-log-loss of the Platt-calibrated probabilities (classification). Optionally, for a few
-named sets (``specialist_sets``), a model trained on exactly that set's features
-(:mod:`algorithms.per_set.specialists`) is a third candidate for that set alone, kept only
-when its validation figure beats both halves'. The combined figure of a set is its chosen
-answerer's; ``next_group`` and the greedy ``sequence_`` maximize its gain per unit cost.
-GBFS (its half and the specialists' trees) early-stops on those validation rows, as a
-practitioner early-stops a booster on a validation split: the trees' figures are then
-chosen on rows that also chose their number of trees (a small optimism, the same as the
-per-set refit a practitioner would compare against). Classification trees use
-second-order split gains (``GBFS_CLASSIFICATION``) unless ``gbfs_params`` say otherwise.
-The protocol is the batch models' (``algorithms.batch``).
+(trees; uncomputed groups' features are never read). Each half gets a
+:class:`~algorithms.per_set.figures.SetFigures` on the same held-out validation rows, and
+a set ``S`` is answered by the half with the better validation figure *for exactly S*:
+explained variance (regression) or cross-fitted log-loss of the Platt-calibrated
+probabilities (classification). Optionally, for a few named sets (``specialist_sets``), a
+model trained on exactly that set's features (:mod:`algorithms.per_set.specialists`) is a
+third candidate for that set alone, kept only when its validation figure beats both
+halves'. The combined figure of a set is its chosen answerer's; ``next_group`` and the
+greedy ``sequence_`` maximize its gain per unit cost. GBFS (its half and the specialists'
+trees) early-stops on those validation rows, as a practitioner early-stops a booster on a
+validation split: the trees' figures are then chosen on rows that also chose their number
+of trees (a small optimism, the same as the per-set refit a practitioner would compare
+against). Classification trees use second-order split gains (``GBFS_CLASSIFICATION``)
+unless ``gbfs_params`` say otherwise. The protocol is the batch models'
+(``algorithms.batch``).
 """
 
 from __future__ import annotations
