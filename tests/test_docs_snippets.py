@@ -5,9 +5,9 @@ directory. A block is not run when the line before its fence (blank lines aside)
 ``<!-- snippet: skip REASON -->``; keep that for what truly cannot run here (docker, other
 hosts). ```bash and other blocks are never run.
 
-A document whose blocks talk to ``http://127.0.0.1:8000`` (or ``localhost:8000``) gets the
-real service on a loopback port for its blocks (``tests/support/live_server.py``), and that URL is
-put in their place; one whose blocks name ``redis://127.0.0.1:6379/0`` gets a service on the
+A document whose blocks talk to ``http://127.0.0.1:8000`` (or ``localhost:8000``, or the
+README's second service, ``127.0.0.1:8001``) gets the real service on a loopback port for its
+blocks (``tests/support/live_server.py``), and that URL is put in their place; one whose blocks name ``redis://127.0.0.1:6379/0`` gets a service on the
 Redis backend, with the test database (``FEATUREBUDGET_TEST_REDIS_URL``, flushed before and
 after) put in its place; without Redis those blocks are left out and the others run on the
 embedded backend. Either service runs the batch worker in-process, so batch models retrain
@@ -29,7 +29,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SERVICE_URLS = ("http://127.0.0.1:8000", "http://localhost:8000")
+SERVICE_URLS = ("http://127.0.0.1:8000", "http://localhost:8000",
+                "http://127.0.0.1:8001")  # the README's service on Redis, beside the first
 DOC_REDIS_URL = "redis://127.0.0.1:6379/0"
 TEST_REDIS_URL = os.environ.get("FEATUREBUDGET_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 _FENCE = re.compile(r"^(`{3,}|~{3,})\s*([\w+-]*)")
@@ -240,3 +241,45 @@ def test_relative_links_resolve(path: Path):
         if not linked.exists() or missing_anchor:
             broken.append(target)
     assert not broken, f"{path.name}: broken links {broken}"
+
+
+# ---------------------------------------------------------------------- model names
+_CREATE = [re.compile(r"\bcreate(?:_batch)?_model\(\s*\"([^\"]+)\""),   # the Python client
+           re.compile(r"featurebudget models create\s+([\w.-]+)"),
+           re.compile(r"-X POST \S*/v1/models\s[^`]*?\"name\":\s*\"([^\"]+)\"")]   # curl
+_DELETE = r"(?:-X DELETE\s+\S*/v1/models/|delete_model\(\s*\"|featurebudget models delete\s+)"
+
+
+def created_models(text: str) -> list[tuple[int, str]]:
+    """(offset, name) of each model a document's snippets create, in order."""
+    found = {(m.start(), m.group(1)) for pattern in _CREATE for m in pattern.finditer(text)}
+    return sorted(found)
+
+
+def test_documents_create_distinct_models_or_delete_first():
+    """A reader runs the README, then the docs, against one service: a model name created
+    again (in the same or a later document) is a 409 unless the document deletes it first
+    (in a snippet or in its prose)."""
+    seen: dict[str, str] = {}
+    clashes = []
+    for path in DOCUMENTS:
+        text = path.read_text(encoding="utf-8")
+        where = str(path.relative_to(ROOT))
+        for offset, name in created_models(text):
+            deleted = re.search(_DELETE + re.escape(name) + r"\b", text[:offset])
+            if name in seen and not deleted:
+                clashes.append(f"{where} creates {name!r}, already created in {seen[name]}")
+            seen[name] = where
+    assert not clashes, clashes
+
+
+def test_created_models_finds_every_form():
+    text = textwrap.dedent("""\
+        client.create_model("a", algorithm="sofs")
+        client.create_batch_model("b", groups=[])
+        featurebudget models create c --algorithm pet
+        curl -X POST localhost:8000/v1/models -H 'content-type: application/json' -d '{
+          "name": "d", "algorithm": "cs-g-omp"}'
+        curl -X POST localhost:8000/v1/models/e/examples -d '{"name": "not a model"}'
+        """)
+    assert [name for _, name in created_models(text)] == ["a", "b", "c", "d"]
