@@ -659,7 +659,8 @@ def _check_halves(anytime: AnytimeLinearModel, gbfs: GBFS, groups: list, costs: 
     same = (len(gbfs_groups) == len(groups) and all(
         np.array_equal(a, g) for a, g in zip(gbfs_groups, groups, strict=True)))
     if gbfs.n_features_in_ != d or not same or gbfs.loss != loss or gbfs.group_costs is None \
-            or not np.array_equal(np.asarray(gbfs.group_costs, dtype=np.float64), costs):
+            or not np.array_equal(np.asarray(gbfs.group_costs, dtype=np.float64), costs) \
+            or gbfs.n_trees_per_iteration_ != 1:   # (softmax: K > 2 classes)
         raise ValueError("state member 'gbfs.': its features, groups, costs or loss differ "
                          "from the model's")
 

@@ -50,7 +50,11 @@ def check_groups(model, layout: BatchLayout, groups, costs) -> None:
 def check_tree_ranges(model) -> None:
     """ValueError unless each of a tree model's ensembles (the trees, and the unmasked
     trees where it has them) can reach at most ``|base| + rate·Σ_t max|leaf_t|``, finite
-    and below 1e300, so no row can make an answer overflow. O(nodes)."""
+    and below 1e300, so no row can make an answer overflow; and one score a row (a
+    softmax model of K > 2 classes is not served). O(nodes)."""
+    if getattr(model, "n_trees_per_iteration_", 1) != 1:
+        raise ValueError("tree model: a softmax (multi-class) GBFS; versions serve one "
+                         "score a row (binary classification or regression)")
     for prefix in ("", "unmasked_"):
         values = getattr(model, f"{prefix}tree_value_", None)
         if values is None:
