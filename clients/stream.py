@@ -24,13 +24,13 @@ connection asks the sentinels for the master, so a producer follows a failover.
 What is written is applied: before anything is written, every batch is checked the way the
 model's fold reads it (the same parser: indices within the model's dimension and int32, no
 duplicate index in an example, values finite with |x| < 2^50 after the float32 cast, labels
-±1 or finite targets, libsvm text as the model reads it), against the model's stored config
-(read from Redis once). A model that does not exist is refused at the first write:
-:class:`UnknownModelError` names it and the models that do (a misspelled name would write
-to a stream nothing reads); ``require_model=False`` writes ahead of a model's creation,
-checked against what any model takes. A batch the fold would refuse raises
-:class:`InvalidBatchError` naming the example and the field, and nothing of it is written:
-the only dead letters are then those of other producers.
+-1/+1 or 0/1 (0 written as -1) or finite targets, libsvm text as the model reads it),
+against the model's stored config (read from Redis once). A model that does not exist is
+refused at the first write: :class:`UnknownModelError` names it and the models that do (a
+misspelled name would write to a stream nothing reads); ``require_model=False`` writes
+ahead of a model's creation, checked against what any model takes. A batch the fold would
+refuse raises :class:`InvalidBatchError` naming the example and the field, and nothing of
+it is written: the only dead letters are then those of other producers.
 
 With ``min_replicas=k`` every write is followed by ``WAIT k`` on its connection (on a
 cluster, on the master of the model's slot) and raises :class:`NotReplicatedError` when
@@ -238,9 +238,10 @@ class StreamProducer:
             raise _refused(self.model, exc, first_row) from None
 
     def _check_arrays(self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
-                      labels: np.ndarray) -> None:
+                      labels: np.ndarray) -> np.ndarray:
         """What the encoding would change unnoticed: indices beyond int32 (they would wrap),
-        labels that are not exactly ±1 (int8 would wrap or truncate them), and the shapes."""
+        labels that are not exactly -1/+1 or 0/1 (int8 would wrap or truncate them), and
+        the shapes. The labels to encode: 0 read as -1, as the service reads it."""
         n = len(indptr) - 1
         if n < 0 or (n and (indptr[0] < 0 or np.any(np.diff(indptr) < 0)
                             or indptr[-1] > min(len(indices), len(values)))):
@@ -260,10 +261,15 @@ class StreamProducer:
             self._raise_at(indptr, int(wide[0]), "indices",
                            f"feature index {int(used[wide[0]])} is outside [0, 2^31)")
         if not self.targets:
-            bad = np.flatnonzero((labels != 1) & (labels != -1))
-            if len(bad):
-                raise self._invalid(int(bad[0]), "label",
-                                    f"label {labels[bad[0]].item()!r} is not -1 or +1")
+            from service.errors import InputError
+            from service.ingest import signed_labels_of
+
+            try:
+                return signed_labels_of(labels, lambda row: {"item": row})
+            except InputError as exc:
+                error = exc.errors[0]
+                raise self._invalid(error["item"], "label", error["message"]) from None
+        return labels
 
     def _raise_at(self, indptr: np.ndarray, position: int, field: str, message: str) -> None:
         row = int(np.searchsorted(indptr, indptr[0] + position, side="right") - 1)
@@ -287,9 +293,9 @@ class StreamProducer:
         values = np.asarray(values, dtype=np.float64)
         indptr = np.array([0, len(indices)], dtype=np.int64)
         label_array = np.array([label], dtype=np.float64 if self.targets else None)
-        self._check_arrays(indptr, indices, values, label_array)
+        label_array = self._check_arrays(indptr, indices, values, label_array)
         self._rows.append((indices.astype(np.int32), values,
-                           float(label) if self.targets else int(label)))
+                           float(label) if self.targets else int(label_array[0])))
         if len(self._rows) >= self.batch_size:
             self._seal()
 
@@ -308,8 +314,7 @@ class StreamProducer:
         indptr = np.asarray(indptr, dtype=np.int64)
         indices = np.asarray(indices)
         values = np.asarray(values)
-        labels = np.asarray(labels)
-        self._check_arrays(indptr, indices, values, labels)
+        labels = self._check_arrays(indptr, indices, values, np.asarray(labels))
         payloads = self._encode(indptr, indices, values, labels)
         for k, payload in enumerate(payloads):
             self._check_entry({b"fmt": b"bin", b"data": payload}, k * self.batch_size)

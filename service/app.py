@@ -30,6 +30,7 @@ from service.batch.page import CONTENT_SECURITY_POLICY
 from service.errors import ServiceError
 from service.kernel_cache import warm_batch_kernels, warm_kernels
 from service.manager import ModelManager
+from service.schemas import validation_message
 from service.settings import Settings
 from service.storage import make_storage
 
@@ -211,7 +212,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             location = [str(part) for part in error.get("loc", ()) if part != "body"]
             if error.get("type") == "json_invalid":  # loc holds a character position
                 location = []
-            errors.append({"field": ".".join(location) or "body", "message": error["msg"]})
+            errors.append({"field": ".".join(location) or "body",
+                           "message": validation_message(error)})
         detail = "; ".join(f"field {e['field']!r}: {e['message']}" for e in errors)
         status = 400 if any(e.get("type") == "json_invalid" for e in exc.errors()) else 422
         return problem(status, "Invalid input", detail, errors)

@@ -61,8 +61,28 @@ def check_learner(spec: ModelCreate, max_bytes: int | None = None) -> int:
             raise item_error(f"{spec.algorithm} over {spec.dimension} features needs "
                              f"{needed:,} bytes of state, more than the limit of "
                              f"{max_bytes:,} (FEATUREBUDGET_MAX_MODEL_BYTES)", field=field)
+    check_param_names(spec.algorithm, cls, spec.params)
     with _as_input_error(spec):
         return cls.check_arguments(spec.dimension, budget=spec.budget, **spec.params)
+
+
+_MODEL_FIELDS = ("n_features", "budget")  # the learner's arguments the model's fields give
+
+
+def check_param_names(algorithm: str, cls, params: dict) -> None:
+    """InputError naming the first of ``params`` that ``cls`` does not take: a field of the
+    model given as a parameter (``budget``, ``n_features``), or an unknown name (the known
+    ones listed, as batch models list theirs). O(parameters)."""
+    for name in _MODEL_FIELDS:
+        if name in params:
+            raise item_error(f"{name} is a field of the model, not a parameter of "
+                             f"{algorithm}: give it beside params, as \"{name}\": ...",
+                             field=f"params.{name}")
+    known = [name for name in cls._get_param_names() if name not in _MODEL_FIELDS]
+    unknown = sorted(set(params) - set(known) - set(getattr(cls, "_renamed", {})))
+    if unknown:
+        raise item_error(f"unknown parameters {unknown} for {algorithm}; known: {known}",
+                         field=f"params.{unknown[0]}")
 
 
 def new_learner(spec: ModelCreate, max_bytes: int | None = None):

@@ -58,11 +58,35 @@ class ExampleBatch:
 
 # ---------------------------------------------------------------- vectorized validation
 
+LABELS_RULE = "labels are -1/+1, or 0/1 with 0 read as -1"
+
+
+def signed_labels_of(labels: np.ndarray, where: Callable[[int], dict]) -> np.ndarray:
+    """Binary labels as -1 / +1 (same dtype): -1/+1 as they are, 0/1 with 0 read as -1;
+    InputError at ``where(row)`` for any other label, or for a 0 in a batch that also holds
+    -1 (two conventions mixed: more than two classes). O(n)."""
+    labels = np.asarray(labels)
+    bad = np.flatnonzero((labels != 1) & (labels != -1) & (labels != 0))
+    if len(bad):
+        raise item_error(f"label {labels[bad[0]].item()!r} is not -1 or +1 ({LABELS_RULE})",
+                         field="label", **where(int(bad[0])))
+    zeros = labels == 0
+    if not zeros.any():
+        return labels
+    negative = labels == -1
+    if negative.any():
+        row = max(int(np.argmax(zeros)), int(np.argmax(negative)))
+        raise item_error(f"label {labels[row].item()!r} mixes -1 and 0 in one batch: "
+                         f"{LABELS_RULE}, not both", field="label", **where(row))
+    return np.where(zeros, labels.dtype.type(-1), labels)
+
+
 def validate_csr(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                  labels: np.ndarray | None, n_features: int, *, unit: str = "item",
                  base: int = 0) -> ExampleBatch:
     """Check a CSR batch against the model: index in [0, d), no duplicates per row,
-    finite values, labels in {-1, +1}. Errors name ``unit`` number ``row + base``. O(nnz)."""
+    finite values, labels -1/+1 or 0/1 (:func:`signed_labels_of`). Errors name ``unit``
+    number ``row + base``. O(nnz)."""
 
     def where(row: int) -> dict:
         return {unit: int(row) + base}
@@ -71,12 +95,7 @@ def validate_csr(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
     if n == 0:
         raise item_error("the batch holds no examples", field="examples")
     if labels is not None:
-        labels = np.asarray(labels)
-        bad = np.flatnonzero((labels != 1) & (labels != -1))
-        if len(bad):
-            raise item_error(f"label {labels[bad[0]].item()!r} is not -1 or +1", field="label",
-                             **where(bad[0]))
-        labels = labels.astype(np.int8)
+        labels = signed_labels_of(labels, where).astype(np.int8)
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     if len(indices):
         if indices.dtype != np.int32:  # beyond int32: negative or too large, say which
@@ -202,9 +221,10 @@ def parse_json_examples(document, n_features: int, hasher: Hasher | None, *,
             if label is None:
                 raise item_error("is required", item=i, field="label")
             if isinstance(label, bool) or not isinstance(label, int | float) or \
-                    label not in (-1, 1):
-                raise item_error(f"label {label!r} is not -1 or +1", item=i, field="label")
-            labels[i] = int(label)
+                    label not in (-1, 0, 1):
+                raise item_error(f"label {label!r} is not -1 or +1 ({LABELS_RULE})", item=i,
+                                 field="label")
+            labels[i] = int(label)  # (0 read as -1 by validate_csr)
         if "features" in item:
             indices, values = _hash_features(item["features"], i, hasher, names,
                                              for_log=require_labels)
@@ -355,10 +375,7 @@ def parse_libsvm_body(body: bytes, n_features: int, *, zero_based: bool = False,
                              line=line_of_row(body, int(bad[0])), field="target")
         return ExampleBatch(X, np.asarray(labels, dtype=np.float64))
     if require_labels:
-        bad = np.flatnonzero((labels != 1.0) & (labels != -1.0))
-        if len(bad):
-            raise item_error(f"label {labels[bad[0]].item()!r} is not -1 or +1",
-                             line=line_of_row(body, int(bad[0])), field="label")
+        labels = signed_labels_of(labels, lambda row: {"line": line_of_row(body, row)})
     return ExampleBatch(X, labels.astype(np.int8) if require_labels else None)
 
 

@@ -45,6 +45,13 @@ _INLINE_STATE_BYTES = 1 << 20  # allocate bigger learners off the event loop
 _PREDICT_FIELDS = {"examples", "return_prediction_ids"}
 
 
+def untrained(name: str) -> str:
+    """The warning of a prediction by a model that has learned from no example."""
+    return (f"model {name!r} has learned from no examples yet: every score is 0 and every "
+            f"label +1 until labelled examples are applied (POST /v1/models/{name}/examples; "
+            "?wait=true answers once they are)")
+
+
 def token_position(token: str | None) -> tuple[int, int]:
     """The log position a serving view token ("<log id> <nonce>") stands for."""
     return id_key(token.partition(" ")[0]) if token else (-1, -1)
@@ -199,15 +206,20 @@ class OnlineModels:
             await require_write()
         batch = parse_json_examples(document["examples"], host.n_features, host.hasher,
                                     require_labels=False)
-        scores, ids = await self.scores(host, batch, with_ids)
+        scores, ids, examples = await self.scores(host, batch, with_ids)
         return {"model": host.name, "log_position": host.applied_id,
                 "scores": scores.tolist(), "labels": signed_labels(scores).tolist(),
-                "prediction_ids": ids}
+                "prediction_ids": ids, "examples_applied": examples,
+                "warnings": [] if examples else [untrained(host.name)]}
 
     async def scores(self, host: ModelHost, batch: ExampleBatch,
-                     with_ids: bool) -> tuple[np.ndarray, list[str] | None]:
+                     with_ids: bool) -> tuple[np.ndarray, list[str] | None, int]:
+        """The margins of ``batch``, the prediction ids (``with_ids``), and how many
+        examples the state that answered has learned from."""
         await self.refresh_view(host)
-        learner = host.serving() or host.learner  # lock-free read (see docs/architecture.md)
+        view = host.serving()  # lock-free read (see docs/architecture.md)
+        learner = view or host.learner
+        examples = int(view.n_examples if view is not None else host.learner.n_examples_)
         started = time.perf_counter()
         if len(batch) > 256:
             scores = await asyncio.to_thread(learner.decision_function, batch.X)
@@ -226,7 +238,7 @@ class OnlineModels:
                     X.indptr, X.indices, X.values, np.ones(1, dtype=np.int8))
                 await self.storage.put_pending(host.name, prediction_id, blob, ttl)
                 ids.append(prediction_id)
-        return scores, ids
+        return scores, ids, examples
 
     async def feedback(self, host: ModelHost, prediction_id: str, label: int) -> dict | None:
         """Learn from a labelled earlier prediction (appended to the log like any example)."""
@@ -277,4 +289,4 @@ class OnlineModels:
                 "log_position": host.applied_id}
 
 
-__all__ = ["OnlineModels", "token_position", "wait_visible"]
+__all__ = ["OnlineModels", "token_position", "untrained", "wait_visible"]

@@ -25,6 +25,25 @@ BATCH_ALGORITHMS = tuple(BATCH_FAMILY)
 ALL_ALGORITHMS = ALGORITHMS + BATCH_ALGORITHMS
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$"
+PATTERN_RULES = {  # each pattern in words, for the answers that refuse a name
+    MODEL_NAME_PATTERN: "1 to 64 characters: ASCII letters, digits, '_', '.' and '-', the "
+                        "first a letter or digit",
+    NAME_PATTERN: "1 to 128 characters: ASCII letters, digits, '_', '.', ':' and '-', the "
+                  "first a letter, digit or '_'",
+}
+
+
+def validation_message(error: dict[str, Any]) -> str:
+    """One pydantic error's message in the API's words: without pydantic's "Value error, "
+    prefix, and a name pattern given as its rule in words. O(message)."""
+    message = str(error.get("msg", ""))
+    if error.get("type") == "value_error":
+        return message.removeprefix("Value error, ")
+    if error.get("type") == "string_pattern_mismatch":
+        pattern = (error.get("ctx") or {}).get("pattern")
+        if pattern in PATTERN_RULES:
+            return f"must be {PATTERN_RULES[pattern]} (the pattern {pattern})"
+    return message
 
 
 class GroupSpec(BaseModel):
@@ -221,13 +240,17 @@ class PredictResponse(BaseModel):
     scores: list[float]
     labels: list[int]
     prediction_ids: list[str] | None = None
+    examples_applied: int | None = Field(None, description="how many examples the state "
+                                         "that answered has learned from (0: untrained)")
+    warnings: list[str] = Field(default_factory=list, description="what makes the scores "
+                                "meaningless, e.g. a model that has learned nothing yet")
 
 
 class FeedbackRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     prediction_id: str = Field(min_length=1, max_length=64)
-    label: Literal[-1, 1]
+    label: Literal[-1, 0, 1] = Field(description="-1 / +1, or 0 / 1 with 0 read as -1")
 
 
 class FeedbackResponse(BaseModel):

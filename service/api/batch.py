@@ -14,6 +14,7 @@ from service.api.deps import (
     WriteAccess,
     read_body,
 )
+from service.api.media import request_media_type, require_json
 from service.api.openapi import RETRAIN_LINKS, body_schema
 from service.batch.page import models_page, sequence_page
 from service.errors import MalformedBodyError, item_error
@@ -83,6 +84,7 @@ async def next_group(model: str, request: Request, manager: Manager,
     details as ``/predict``); its schema is :class:`~service.schemas.NextRequest`."""
     host = await manager.get(model)
     body = await read_body(request, settings.max_body_bytes)
+    require_json(request_media_type(request), body)
     try:
         document = orjson.loads(body) if body.strip() else {}
     except orjson.JSONDecodeError as exc:

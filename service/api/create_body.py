@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from service.api.deps import KeyCheckedRoute, read_body, require_role
+from service.api.media import media_type, require_json
 from service.batch.models import validate_batch_spec
 from service.errors import InputError
 from service.priority import in_background
@@ -31,39 +32,29 @@ _INLINE_BYTES = 256 << 10  # parse bigger bodies off the event loop
 _MAX_GROUPS = ModelCreate.model_fields["groups"].metadata[0].max_length
 
 
-def _is_json(content_type: str | None) -> bool:
-    """Whether FastAPI decodes a body of this content type as JSON (none, or
-    ``application/json`` / ``application/*+json``)."""
-    if not content_type:
-        return True
-    main = content_type.split(";", 1)[0].strip().lower()
-    return main == "application/json" or (main.startswith("application/")
-                                          and main.endswith("+json"))
-
-
 def parse_create(body: bytes, content_type: str | None, settings) -> ModelCreate:
     """``body`` as a :class:`ModelCreate`, or the RequestValidationError (400 for JSON that
-    does not parse, else 422) FastAPI raises for it; InputError (422) for a batch model too
-    large (bodies over ``_INLINE_BYTES``). O(body)."""
+    does not parse, else 422) FastAPI raises for it; 415 for a content type other than JSON
+    (:mod:`service.api.media`); InputError (422) for a batch model too large (bodies over
+    ``_INLINE_BYTES``). O(body)."""
     if not body:
         raise RequestValidationError([{"type": "missing", "loc": ("body",),
                                        "msg": "Field required", "input": None}])
-    document: Any = body
-    if _is_json(content_type):
-        try:
-            document = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            try:  # (what orjson refuses and FastAPI's decoder takes: NaN, huge integers)
-                document = json.loads(body)
-            except UnicodeDecodeError as exc:  # (FastAPI's answer: 400, naming the cause)
-                raise HTTPException(400, "There was an error parsing the body") from exc
-            except ValueError as exc:
-                raise RequestValidationError([{
-                    "type": "json_invalid", "loc": ("body", getattr(exc, "pos", 0)),
-                    "msg": "JSON decode error", "input": {},
-                    "ctx": {"error": getattr(exc, "msg", str(exc))}}]) from None
-        if len(body) > _INLINE_BYTES:
-            refuse_too_large(document, settings)
+    require_json(media_type(content_type), body)  # 415 for any other type
+    try:
+        document: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        try:  # (what orjson refuses and FastAPI's decoder takes: NaN, huge integers)
+            document = json.loads(body)
+        except UnicodeDecodeError as exc:  # (FastAPI's answer: 400, naming the cause)
+            raise HTTPException(400, "There was an error parsing the body") from exc
+        except ValueError as exc:
+            raise RequestValidationError([{
+                "type": "json_invalid", "loc": ("body", getattr(exc, "pos", 0)),
+                "msg": "JSON decode error", "input": {},
+                "ctx": {"error": getattr(exc, "msg", str(exc))}}]) from None
+    if len(body) > _INLINE_BYTES:
+        refuse_too_large(document, settings)
     try:
         return ModelCreate.model_validate(document)
     except ValidationError as exc:

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request, Response
 from fastapi.routing import APIRoute
 
+from service.api.media import request_media_type, require_json
 from service.errors import BodyTooLargeError
 from service.manager import ModelManager
 from service.settings import Settings
@@ -69,17 +70,22 @@ class KeyCheckedRoute(APIRoute):
     first, before its body is read: FastAPI decodes a declared JSON body before it runs the
     dependencies, so a malformed body was answered 400 to a request without a valid key.
     Now every route answers 401 / 403 first. (The dependency stays: it is cheap, and
-    documents the route.)"""
+    documents the route.) Then a declared JSON body of another content type is answered
+    415, as the routes that read their body themselves answer it."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         calls = {getattr(d, "dependency", None) for d in self.dependencies}
         role = "write" if require_write in calls else "read" if require_read in calls else None
-        if role is None:
+        json_body = self.body_field is not None  # a body FastAPI decodes as JSON
+        if role is None and not json_body:
             return handler
 
         async def checked(request: Request) -> Response:
-            require_role(request, role)
+            if role is not None:
+                require_role(request, role)
+            if json_body:  # 415 for another content type (service.api.media)
+                require_json(request_media_type(request), await request.body())
             return await handler(request)
 
         return checked

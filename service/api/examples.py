@@ -17,6 +17,7 @@ from service.api.deps import (
     read_body,
     require_write,
 )
+from service.api.media import example_format, request_media_type, require_json
 from service.api.openapi import EXAMPLES_BODY, PREDICT_BODY, PREDICT_LINKS
 from service.errors import MalformedBodyError, NotFoundError, ServiceError, item_error
 from service.manager import RepeatedRequest
@@ -47,6 +48,7 @@ async def post_examples(model: str, request: Request, response: Response, manage
     body = await read_body(request, settings.max_body_bytes)
     media_type = _media_type(request)
     try:
+        example_format(media_type, body)  # 415: a type it does not read, JSON as libsvm
         if len(body) > _BIG:
             batch, fmt = await in_background(host.parse_examples, body, media_type)
         else:
@@ -85,6 +87,7 @@ async def predict_response(request: Request, manager, settings, model: str) -> R
     what :class:`service.api.predict_path.PredictPath` answers without the router."""
     host = await manager.get(model)
     body = await read_body(request, settings.max_body_bytes)
+    require_json(request_media_type(request), body)
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -100,7 +103,7 @@ async def predict_response(request: Request, manager, settings, model: str) -> R
 @router.post("/feedback", response_model=FeedbackResponse, dependencies=[WriteAccess])
 async def post_feedback(model: str, body: FeedbackRequest, manager: Manager) -> dict:
     host = await manager.get(model)
-    result = await host.feedback(body.prediction_id, body.label)
+    result = await host.feedback(body.prediction_id, body.label or -1)  # (0 read as -1)
     if result is None:
         raise NotFoundError(f"no pending prediction {body.prediction_id!r} (unknown or expired)")
     return {"model": host.name, "prediction_id": body.prediction_id, **result}

@@ -49,6 +49,7 @@ class BatchHost(Host):
                                 zero_based=self.spec.libsvm_zero_based)
 
     async def predict(self, document: dict, require_write) -> dict[str, Any]:
+        await self.models.require_version(self)
         return await self.models.answer(self.models.predict, self, document)
 
     async def describe(self, *, features: bool = True) -> dict[str, Any]:
@@ -82,9 +83,11 @@ class BatchHost(Host):
         return await self.models.rollback(self, version)
 
     async def next_group(self, document: dict) -> dict[str, Any]:
+        await self.models.require_version(self)
         return await self.models.answer(self.models.next, self, document)
 
     async def sequence(self) -> dict[str, Any]:
+        await self.models.require_version(self)
         return await self.models.answer(self.models.served(self).sequence)
 
     def refuse(self, what: str) -> ConflictError:

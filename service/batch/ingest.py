@@ -22,11 +22,13 @@ from service import wire
 from service.batch.spec import BatchLayout
 from service.errors import InputError, MalformedBodyError, UnsupportedMediaTypeError, item_error
 from service.ingest import (
+    LABELS_RULE,
     ExampleBatch,
     decode_bin,
     document_items,
     entry_payload,
     parse_libsvm_body,
+    signed_labels_of,
     validate_csr,
 )
 from service.priority import yield_to_predictions
@@ -88,6 +90,8 @@ def parse_batch_items(items, layout: BatchLayout, task: str, *,
     else:  # named: every index looked up in the layout (in range, unique), every value checked
         batch = ExampleBatch(CSRBatch(indptr, indices.astype(np.int32), values,
                                       layout.n_features), None)
+    if require_targets and task == "classification":
+        targets = signed_labels_of(targets, lambda row: {"item": row})
     batch.labels = targets if require_targets else None
     return batch, present
 
@@ -103,9 +107,10 @@ def _target(item: dict, i: int, name: str, task: str) -> float:
             not abs(value) < MAX_ABS_VALUE:
         raise item_error(f"{value!r} is not a finite number with |y| < 2^50", item=i,
                          field=name)
-    if task == "classification" and value not in (-1, 1):
-        raise item_error(f"label {value!r} is not -1 or +1", item=i, field=name)
-    return float(value)
+    if task == "classification" and value not in (-1, 0, 1):
+        raise item_error(f"label {value!r} is not -1 or +1 ({LABELS_RULE})", item=i,
+                         field=name)
+    return float(value)  # (a label 0 is read as -1 by parse_batch_items)
 
 
 _PLAIN_NUMBERS = frozenset({int, float})

@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import Any
 
+from service.errors import ConflictError
 from service.fold_loop import LeaseLost
 
 
@@ -120,4 +121,31 @@ class VersionMeta:
         return json.dumps(self.to_dict()).encode()
 
 
-__all__ = ["Job", "JobStatus", "LeaseLost", "VersionMeta"]
+def no_version_error(model: str, jobs: list[Job]) -> ConflictError:
+    """The 409 of a model that serves no version yet, saying what is under way: its first
+    retrain queued or running (the job, and how to wait for it), the last one failed or
+    cancelled (why), or none requested yet (what to do). O(jobs)."""
+    prefix = f"model {model!r} has no published version yet"
+    pending = [j for j in jobs if j.status in (JobStatus.QUEUED, JobStatus.RUNNING)]
+    if pending:  # the one that publishes first: a running one, else the oldest queued
+        job = min(pending, key=lambda j: (j.status != JobStatus.RUNNING, j.created_at))
+        done = f", {job.progress:.0%} done" if job.status == JobStatus.RUNNING else ""
+        detail = (f"{prefix}: its retrain (job {job.id!r}) is {job.status}{done}; it answers "
+                  f"once the job has succeeded: GET /v1/models/{model}/jobs/{job.id} until "
+                  f"its status is \"succeeded\" (or: featurebudget retrain {model} --wait)")
+        return ConflictError(detail, [{"field": "version", "job": job.id,
+                                       "status": str(job.status), "message": detail}])
+    last = max(jobs, key=lambda j: j.created_at, default=None)
+    if last is not None and last.status in (JobStatus.FAILED, JobStatus.CANCELLED):
+        why = f": {last.error}" if last.error else ""
+        detail = (f"{prefix}: its last retrain (job {last.id!r}) {last.status}{why}; "
+                  f"POST /v1/models/{model}/retrain to try again")
+        return ConflictError(detail, [{"field": "version", "job": last.id,
+                                       "status": str(last.status), "message": detail}])
+    if last is not None and last.status == JobStatus.SUCCEEDED:
+        return ConflictError(f"{prefix} in this process: version {last.version} (job "
+                             f"{last.id!r}) is published and being loaded; retry in a moment")
+    return ConflictError(f"{prefix}: post examples and POST /v1/models/{model}/retrain")
+
+
+__all__ = ["Job", "JobStatus", "LeaseLost", "VersionMeta", "no_version_error"]

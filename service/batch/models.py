@@ -25,7 +25,7 @@ from service.batch.candidate import candidate
 from service.batch.fit import check_estimator
 from service.batch.host import BatchHost
 from service.batch.ingest import parse_batch_items
-from service.batch.jobs import Job, JobStatus
+from service.batch.jobs import Job, JobStatus, no_version_error
 from service.batch.requests import assemble, cost_cap, selection
 from service.batch.spec import (
     PART_NAMES,
@@ -373,9 +373,16 @@ class BatchModels:
     def served(self, host: BatchHost) -> artifacts.Artifact:
         served = host.served
         if served is None:
-            raise ConflictError(f"model {host.name!r} has no published version yet: post "
-                                f"examples and POST /v1/models/{host.name}/retrain")
+            raise no_version_error(host.name, [])
         return served
+
+    async def require_version(self, host: BatchHost) -> None:
+        """409 when ``host`` serves no version yet, saying which retrain is under way (or
+        why the last one ended): :func:`~service.batch.jobs.no_version_error`."""
+        if host.served is None:
+            jobs = [Job.from_bytes(raw) for raw in (await self.storage.load_jobs(host.name)
+                                                    ).values()]
+            raise no_version_error(host.name, jobs)
 
     def predict(self, host: BatchHost, document: dict) -> dict[str, Any]:
         """``POST /predict`` of a batch model (see :mod:`service.batch.artifact`)."""

@@ -45,7 +45,7 @@ def test_model_crud(client):
 @pytest.mark.parametrize(("body", "field"), [
     ({"name": "a", "algorithm": "nope", "budget": 2, "n_features": 5}, "algorithm"),
     ({"name": "a", "algorithm": "sofs", "budget": 2, "n_features": 5, "params": {"zz": 1}},
-     "params"),
+     "params.zz"),
     ({"name": "a", "algorithm": "sofs", "budget": 2, "n_features": 5, "params": {"r": -1}},
      "params"),
     ({"name": "a", "algorithm": "sofs", "n_features": 5}, "budget"),
@@ -104,7 +104,7 @@ GOOD = {"indices": [1, 2], "values": [0.5, 1.0], "label": 1}
      {"item": 1, "field": "indices"}),
     ({"examples": [GOOD, {"indices": [1], "values": ["x"], "label": 1}]}, None, 422,
      {"item": 1, "field": "values"}),
-    ({"examples": [GOOD, {"indices": [1], "values": [1.0], "label": 0}]}, None, 422,
+    ({"examples": [GOOD, {"indices": [1], "values": [1.0], "label": 2}]}, None, 422,
      {"item": 1, "field": "label"}),
     ({"examples": [GOOD, {"indices": [1], "values": [1.0], "label": True}]}, None, 422,
      {"item": 1, "field": "label"}),

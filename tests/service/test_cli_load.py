@@ -59,7 +59,7 @@ def test_a_bad_line_is_found_before_anything_is_appended(server, capsys, tmp_pat
                            "--quiet")
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert f"{path}, line 2500, field 'label': label 0.0 is not -1 or +1" in err
+    assert f"{path}, line 2500, field 'label': label 0.0 mixes -1 and 0 in one batch" in err
     assert "nothing was appended (the whole file is checked first)" in err
     assert client.get_model("checked").log_end is None
 
