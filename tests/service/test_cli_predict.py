@@ -170,7 +170,8 @@ def test_a_batch_model_answers_each_row_for_the_groups_it_carries(server, capsys
 
 def test_computed_groups_and_parquet_rows(server, capsys, tmp_path):
     """Parquet columns named as features (a null: a value the row does not carry), answered
-    for the groups each row carries, then for --computed-groups for every row."""
+    for the groups each row carries, then for --computed-groups, then --max-cost, for every
+    row."""
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as parquet
 
@@ -198,6 +199,11 @@ def test_computed_groups_and_parquet_rows(server, capsys, tmp_path):
     assert [r["prediction"] for r in records] == [a["prediction"] for a in exam_only]
     assert {tuple(r["groups_used"]) for r in records} == {("exam",)}
     assert [r["example"] for r in records] == list(range(1, 51))
+    status, _, err = run(capsys, *argv, "--overwrite", "--max-cost", "1.5")
+    assert status == 0, err
+    with FeaturebudgetClient(server) as client:
+        capped = client.predict_batch("house", rows, max_cost=1.5).answers
+    assert [r["prediction"] for r in read_jsonl(out)] == [a["prediction"] for a in capped]
 
 
 CASES = {
