@@ -189,6 +189,12 @@ def _figure(task: str, scores: np.ndarray, y: np.ndarray) -> float:
     return -classification_figures(scores, y > 0)[1]
 
 
+def tree_params(gbfs_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The keywords of a specialist's GBFS: its defaults, then ``gbfs_params``, then the
+    fixed ones (no masking, no penalty)."""
+    return {**_GBFS_DEFAULTS, **dict(gbfs_params or {}), **_GBFS_FIXED}
+
+
 def fit_specialist(X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.ndarray,
                    groups: Sequence[np.ndarray], costs: np.ndarray, S: tuple[int, ...],
                    task: str, gbfs_params: Mapping[str, Any] | None = None,
@@ -210,7 +216,7 @@ def fit_specialist(X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.nd
             linear = candidate
     position = {int(f): j for j, f in enumerate(columns)}
     sub_groups = [[position[int(f)] for f in groups[g]] for g in S]
-    params = {**_GBFS_DEFAULTS, **dict(gbfs_params or {}), **_GBFS_FIXED}
+    params = tree_params(gbfs_params)
     trees = GBFS(loss="squared" if task == "regression" else "logistic",
                  feature_groups=sub_groups, group_costs=np.asarray(costs)[list(S)],
                  **params)
@@ -247,4 +253,4 @@ def clean_sets(sets: Any, n_groups: int, limit: int) -> list[tuple[int, ...]]:
 
 
 __all__ = ["KINDS", "LOGISTIC_C", "LOGISTIC_CS", "RIDGE_ALPHA", "RIDGE_ALPHAS", "Specialist",
-           "clean_sets", "fit_specialist", "logistic_fit", "ridge_fit"]
+           "clean_sets", "fit_specialist", "logistic_fit", "ridge_fit", "tree_params"]

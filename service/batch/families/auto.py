@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from algorithms.per_set.specialists import tree_params
 from service.batch.checks import check_curves, probe_rows
 from service.batch.curves import FIGURE_NAMES, curve, masked_dense
 from service.batch.families.anytime import anytime_seconds, check_anytime_ranges
@@ -188,7 +189,7 @@ class AutoFamily(BatchFamily):
             ANYTIME_CUBE_SECONDS * n * D * D
         own = params.algorithm.get("gbfs_params") or {}
         specialists = _specialists(params) * tree_seconds(
-            spec, params, {**own, "masked_copies": 0, "unmasked_trees": False}, examples)
+            spec, params, tree_params(own), examples)
         return tree_seconds(spec, params, own, examples) + anytime + specialists
 
 
@@ -211,9 +212,9 @@ def _specialists(params) -> int:
 def _specialist_bytes(D: int, own: dict) -> int:
     """One specialist at most: an unmasked GBFS over D features (trees of ``max_depth``,
     ``n_estimators`` of them, bin edges) or a linear model."""
+    own = tree_params(own)
     depth = own.get("max_depth", 4) if isinstance(own.get("max_depth"), int) else 4
-    trees = own.get("n_estimators", 2000) if isinstance(own.get("n_estimators"), int) \
-        else 2000
+    trees = own["n_estimators"] if isinstance(own["n_estimators"], int) else 2000
     bins = own.get("max_bins", 255) if isinstance(own.get("max_bins"), int) else 255
     return 25 * trees * (2 ** (depth + 1) - 1) + 8 * D * bins + 8 * D
 
