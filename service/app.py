@@ -166,7 +166,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         started = time.perf_counter()
         log.warning("loading the numba kernels (compiled and cached on the first start, "
-                    "about 30 s; under a second after that)")
+                    "about two minutes of one core; seconds after that)")
         await asyncio.to_thread(warm_kernels)
         if manager.batch.worker is not None:
             await asyncio.to_thread(warm_batch_kernels)
