@@ -113,8 +113,11 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def test_the_setup_commands_are_the_two_documented_ones():
-    setup = next(b for b in fenced_blocks(README.read_text()) if b.language == "bash")
+    text = README.read_text()
+    setup = next(b for b in fenced_blocks(text) if b.language == "bash")
     assert setup.code == SETUP
+    tour = text[text.index("## A five-minute tour"):]
+    assert "FEATUREBUDGET_PORT" in tour and "FEATUREBUDGET_URL" in tour   # what the walk sets
 
 
 def test_the_shipped_examples_are_what_the_script_writes(tmp_path):

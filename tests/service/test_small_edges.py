@@ -26,6 +26,7 @@ from fastapi.responses import StreamingResponse
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
+from service.api.docs import policy as docs_policy
 from service.app import create_app
 from service.batch import page
 from service.batch.requests import cost_cap
@@ -221,9 +222,10 @@ def test_every_answer_says_nosniff_and_the_pages_carry_the_policy(live):
     html_page = live.get("/v1/models/d/sequence.html")
     assert html_page.status_code == 200 and html_page.headers["content-type"].startswith(
         "text/html")
-    docs = live.get("/docs")  # Swagger UI loads its script from a CDN: no policy there
-    assert docs.headers["x-content-type-options"] == "nosniff"
-    assert "content-security-policy" not in docs.headers
+    for path in ("/docs", "/redoc"):  # their own policy, for their own scripts
+        docs = live.get(path)
+        assert docs.headers["x-content-type-options"] == "nosniff"
+        assert docs.headers.get_list("content-security-policy") == [docs_policy(docs.content)]
     boom = live.get("/boom")
     assert boom.status_code == 500 and boom.headers["x-content-type-options"] == "nosniff"
 
