@@ -217,14 +217,14 @@ def add_model_chores(commands, options: argparse.ArgumentParser) -> None:
         help="one model as JSON", description="Model NAME as the service describes it: "
         "configuration, log position,\ncounters, selected features (online) or served "
         "version (batch).")
-    show.add_argument("name", metavar="NAME")
+    show.add_argument("name", metavar="NAME", help="the model to describe")
     show.set_defaults(handler=_models_show)
 
     delete = actions.add_parser(
         "delete", parents=[options], formatter_class=raw, epilog=_MODELS_EXAMPLES,
         help="delete a model with its log, snapshots and versions",
         description="Delete model NAME: its configuration, log, snapshots and versions.")
-    delete.add_argument("name", metavar="NAME")
+    delete.add_argument("name", metavar="NAME", help="the model to delete")
     delete.set_defaults(handler=_models_delete)
 
     snapshot = commands.add_parser(
@@ -237,7 +237,7 @@ def add_model_chores(commands, options: argparse.ArgumentParser) -> None:
         help="download a model's state to a file",
         description="Download the state of model NAME (online: the learner; batch: the fold\n"
                     "state and the current version); prints {model, file, bytes}.")
-    get.add_argument("name", metavar="NAME")
+    get.add_argument("name", metavar="NAME", help="the model whose state to download")
     get.add_argument("-o", "--output", metavar="FILE",
                      help="where to write it (default NAME.fbstate; '-' = stdout)")
     get.set_defaults(handler=_snapshot_get)
@@ -246,6 +246,6 @@ def add_model_chores(commands, options: argparse.ArgumentParser) -> None:
         help="restore a model's state from a file",
         description="Replace the state of model NAME with FILE's; prints what the service\n"
                     "answers ({model, examples_applied, log_position, version}).")
-    put.add_argument("name", metavar="NAME")
+    put.add_argument("name", metavar="NAME", help="the model whose state to replace")
     put.add_argument("file", metavar="FILE", help="a snapshot file ('-' = stdin)")
     put.set_defaults(handler=_snapshot_put)

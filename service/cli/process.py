@@ -89,29 +89,65 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+_LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+_LEVELS_HELP = f"{', '.join(_LOG_LEVELS[:-1])} or {_LOG_LEVELS[-1]}"
+_SERVE_EXAMPLES = """examples:
+  featurebudget serve                                  # embedded backend in ./data, port 8000
+  featurebudget serve --data-dir /var/lib/fb --port 8080 --host 0.0.0.0
+  featurebudget serve --redis-url redis://127.0.0.1:6379/0 --workers 4  # beside a worker"""
+_WORKER_EXAMPLES = """examples:
+  featurebudget worker --redis-url redis://127.0.0.1:6379/0
+  FEATUREBUDGET_REDIS_URL=redis://redis:6379/0 featurebudget worker --metrics-port 0"""
+
+
 def add_process_commands(commands) -> None:
     """``serve``, ``worker`` and ``warmup``."""
-    serve = commands.add_parser("serve", help="run the HTTP API (embedded backend by "
-                                              "default; Redis with FEATUREBUDGET_REDIS_URL)")
-    serve.add_argument("--host", default=os.environ.get("FEATUREBUDGET_HOST", "127.0.0.1"))
+    serve = commands.add_parser(
+        "serve", help="run the HTTP API (embedded backend by default; Redis with --redis-url)",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_SERVE_EXAMPLES,
+        description="Serve the HTTP API (and /ui, /metrics, /docs). On the embedded backend "
+                    "this process\nalso folds the logs and runs the batch worker; on Redis, "
+                    "run `featurebudget worker`\nbeside it for batch models.")
+    serve.add_argument("--host", metavar="ADDRESS",
+                       default=os.environ.get("FEATUREBUDGET_HOST", "127.0.0.1"),
+                       help="address to listen on (default $FEATUREBUDGET_HOST or 127.0.0.1; "
+                            "0.0.0.0 for every interface)")
     serve.add_argument("--port", type=int, default=int(os.environ.get("FEATUREBUDGET_PORT",
-                                                                      "8000")))
-    serve.add_argument("--workers", type=int, default=1)
-    serve.add_argument("--data-dir", default=None,
-                       help="embedded backend directory (default ./data or "
-                            "FEATUREBUDGET_DATA_DIR)")
-    serve.add_argument("--redis-url", default=None)
-    serve.add_argument("--log-level", default="info")
+                                                                      "8000")),
+                       help="TCP port (default $FEATUREBUDGET_PORT or 8000)")
+    serve.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="API processes (default 1; more than 1 needs --redis-url)")
+    serve.add_argument("--data-dir", default=None, metavar="DIR",
+                       help="embedded backend directory (default $FEATUREBUDGET_DATA_DIR or "
+                            "./data)")
+    serve.add_argument("--redis-url", default=None, metavar="URL",
+                       help="serve from Redis instead of the embedded backend, e.g. "
+                            "redis://127.0.0.1:6379/0 (default $FEATUREBUDGET_STORAGE_URL or "
+                            "$FEATUREBUDGET_REDIS_URL)")
+    serve.add_argument("--log-level", default="info", type=str.lower, choices=_LOG_LEVELS,
+                       metavar="LEVEL", help=f"log level of the server and the service: "
+                                             f"{_LEVELS_HELP} (default info)")
     serve.set_defaults(handler=_serve)
 
-    worker = commands.add_parser("worker", help="run the batch worker against Redis: fold "
-                                                "batch models' logs, retrain, publish versions")
-    worker.add_argument("--redis-url", default=None)
-    worker.add_argument("--data-dir", default=None)
-    worker.add_argument("--metrics-port", type=int,
+    worker = commands.add_parser(
+        "worker", help="run the batch worker against Redis: fold batch models' logs, "
+                       "retrain, publish versions",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_WORKER_EXAMPLES,
+        description="Fold the batch models' logs, run their retrain jobs and publish the "
+                    "versions the\nAPI processes serve (Redis only: on the embedded backend "
+                    "`featurebudget serve`\ndoes this itself). Run one or more beside the API.")
+    worker.add_argument("--redis-url", default=None, metavar="URL",
+                        help="the API's Redis, e.g. redis://127.0.0.1:6379/0 (default "
+                             "$FEATUREBUDGET_STORAGE_URL or $FEATUREBUDGET_REDIS_URL)")
+    worker.add_argument("--data-dir", default=None, metavar="DIR",
+                        help="not used by the worker (it keeps everything in Redis); "
+                             "accepted so that serve and worker can share their options")
+    worker.add_argument("--metrics-port", type=int, metavar="PORT",
                         default=int(os.environ.get("FEATUREBUDGET_WORKER_METRICS_PORT", "9101")),
-                        help="Prometheus metrics of the worker (0 = none)")
-    worker.add_argument("--log-level", default="info")
+                        help="port of the worker's Prometheus /metrics (default "
+                             "$FEATUREBUDGET_WORKER_METRICS_PORT or 9101; 0: none)")
+    worker.add_argument("--log-level", default="info", type=str.lower, choices=_LOG_LEVELS,
+                        metavar="LEVEL", help=f"log level: {_LEVELS_HELP} (default info)")
     worker.set_defaults(handler=_worker)
 
     warmup = commands.add_parser(

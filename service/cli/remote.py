@@ -9,6 +9,10 @@ import os
 import sys
 
 
+WHERE = ("is `featurebudget serve` running there? To use another service, pass --url URL "
+         "or set FEATUREBUDGET_URL")
+
+
 class UsageError(ValueError):
     """A command-line value the service would never accept (exit status 2)."""
 
@@ -31,7 +35,8 @@ def remote(handler):
         except TimeoutError as exc:
             print(f"featurebudget {name}: {exc}", file=sys.stderr)
         except httpx.HTTPError as exc:
-            print(f"featurebudget {name}: cannot reach {args.url}: {exc}", file=sys.stderr)
+            print(f"featurebudget {name}: cannot reach {args.url}: {exc} ({WHERE})",
+                  file=sys.stderr)
         except (OSError, UsageError) as exc:  # a file that cannot be read or written
             print(f"featurebudget {name}: {exc}", file=sys.stderr)
             return 2
@@ -49,7 +54,6 @@ def read_input(path: str) -> bytes:
 
 def remote_options() -> argparse.ArgumentParser:
     """The parent parser of every remote chore: ``--url`` and ``--api-key``."""
-    remote = argparse.ArgumentParser(add_help=False)
     remote = argparse.ArgumentParser(add_help=False)
     remote.add_argument("--url", default=os.environ.get("FEATUREBUDGET_URL",
                                                         "http://127.0.0.1:8000"),

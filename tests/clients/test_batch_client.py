@@ -297,7 +297,8 @@ def test_second_retrain_versions_and_rollback(server, diabetes):
 
 def table(text):
     lines = [line.split() for line in text.strip().splitlines()]
-    assert lines[0] == ["VERSION", "CREATED_AT", "EXAMPLES_USED", "CURRENT"]
+    assert lines[0] == ["VERSION", "CREATED_AT", "EXAMPLES_USED", "HELD_OUT",
+                        "HELD_OUT_EXPLAINED_VARIANCE", "CURRENT"]
     return lines[1:]
 
 
@@ -307,8 +308,8 @@ def test_cli_retrain_versions_rollback(server, diabetes, capsys, monkeypatch):
         client.create_batch_model("cli", algorithm="cs-g-omp", groups=GROUPS, params=PARAMS)
         post(client, "cli", X, y, FIRST)
 
-        # without --wait: the queued job
-        assert main(["retrain", "cli", "--url", server]) == 0
+        # without --wait: the queued job (as JSON with --json)
+        assert main(["retrain", "cli", "--url", server, "--json"]) == 0
         out = capsys.readouterr().out
         queued = json.loads(out)
         assert queued["status"] in ("queued", "running") and queued["version"] is None
@@ -317,14 +318,14 @@ def test_cli_retrain_versions_rollback(server, diabetes, capsys, monkeypatch):
         post(client, "cli", X, y, SECOND)
         # --wait: a progress bar on stderr, the final job on stdout; URL from the environment
         monkeypatch.setenv("FEATUREBUDGET_URL", server)
-        assert main(["retrain", "cli", "--wait", "--poll", "0.05"]) == 0
+        assert main(["retrain", "cli", "--wait", "--poll", "0.05", "--json"]) == 0
         captured = capsys.readouterr()
         job = json.loads(captured.out)
         assert job["status"] == "succeeded" and job["version"] == 2 and job["progress"] == 1.0
         assert job == client.job("cli", job["id"]).raw
         assert "\r[" in captured.err and "100.0%" in captured.err
         assert "succeeded" in captured.err and captured.err.endswith("\n")
-        assert main(["retrain", "cli", "--wait", "--quiet", "--url", server]) == 0
+        assert main(["retrain", "cli", "--wait", "--quiet", "--url", server, "--json"]) == 0
         captured = capsys.readouterr()
         assert json.loads(captured.out)["version"] == 3 and captured.err == ""
 
@@ -337,7 +338,9 @@ def test_cli_retrain_versions_rollback(server, diabetes, capsys, monkeypatch):
             assert created.utcoffset().total_seconds() == 0
             assert abs(created.timestamp() - meta["created_at"]) < 1.0
             assert int(row[2]) == meta["examples_used"]
-        assert [len(r) == 4 and r[3] == "*" for r in rows] == [True, False, False]
+            assert int(row[3]) == meta["validation_examples"]
+            assert row[4] == f'{meta["metrics"]["validation_explained_variance"][-1]:.4f}'
+        assert [len(r) == 6 and r[5] == "*" for r in rows] == [True, False, False]
         assert main(["versions", "cli", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["current"] == 3
 
@@ -346,7 +349,7 @@ def test_cli_retrain_versions_rollback(server, diabetes, capsys, monkeypatch):
         assert client.versions("cli").current == 1
         assert client.predict_batch("cli", examples(X, y, 0, 1, targets=False)).version == 1
         assert main(["versions", "cli"]) == 0
-        assert [len(r) == 4 for r in table(capsys.readouterr().out)] == [False, False, True]
+        assert [len(r) == 6 for r in table(capsys.readouterr().out)] == [False, False, True]
 
         assert main(["rollback", "cli", "7"]) == 1  # never existed
         captured = capsys.readouterr()
@@ -368,7 +371,8 @@ def test_cli_retrain_wait_exits_1_when_the_job_fails(server, capsys):
         assert captured.out == "" and "409" in captured.err
         client.post_examples("onecls", [{"features": {"a": {"x": float(i)}, "b": {"z": 1.0}},
                                          "label": 1} for i in range(40)], wait=True)
-        assert main(["retrain", "onecls", "--wait", "--poll", "0.05", "--url", server]) == 1
+        assert main(["retrain", "onecls", "--wait", "--poll", "0.05", "--url", server,
+                     "--json"]) == 1
         job = json.loads(capsys.readouterr().out)
         assert job["status"] == "failed" and "one class" in job["error"]
         assert client.versions("onecls").current is None

@@ -172,7 +172,7 @@ def test_cli_retrain_cancel(tmp_path, capsys, fits):
         job = client.retrain("s")
         wait_job(client.http, "s", job.id, running)
         assert main(["retrain", "s", "--cancel", job.id, "--wait", "--poll", "0.05",
-                     "--quiet", "--url", url]) == 0
+                     "--quiet", "--url", url, "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
         assert out["id"] == job.id and out["status"] == "cancelled"
         assert client.job("s", job.id).done

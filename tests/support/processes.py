@@ -33,6 +33,17 @@ def wait_ready(url: str, process: subprocess.Popen, timeout: float = 120.0) -> N
     raise AssertionError("server did not become ready")
 
 
+def stop(process: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Terminate ``process``, killed if it has not exited within ``timeout`` seconds (a
+    server still loading its kernels at start-up acts on SIGTERM only once started)."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)
+
+
 def serve_on_redis(tmp_path: Path, redis_url: str, label: str,
                    **settings: str) -> tuple[subprocess.Popen, str]:
     """``featurebudget serve`` on a free loopback port and ``redis_url``, with more
