@@ -3,15 +3,18 @@
 Each document's python blocks run in order in one namespace, in an empty temporary working
 directory. A block is not run when the line before its fence (blank lines aside) is
 ``<!-- snippet: skip REASON -->``; keep that for what truly cannot run here (docker, other
-hosts). ```bash and other blocks are never run.
+hosts). A ```bash block runs only when the line before its fence is
+``<!-- snippet: run -->``: a document's marked blocks run in order in one bash script against
+the real service, every curl answering 2xx.
 
 A document whose blocks talk to ``http://127.0.0.1:8000`` (or ``localhost:8000``, or the
-README's second service, ``127.0.0.1:8001``) gets the real service on a loopback port for its
-blocks (``tests/support/live_server.py``), and that URL is put in their place; one whose blocks name ``redis://127.0.0.1:6379/0`` gets a service on the
-Redis backend, with the test database (``FEATUREBUDGET_TEST_REDIS_URL``, flushed before and
-after) put in its place; without Redis those blocks are left out and the others run on the
-embedded backend. Either service runs the batch worker in-process, so batch models retrain
-as on the embedded default.
+README's second service, ``127.0.0.1:8001``) gets the real service on a loopback port for
+its blocks (``tests/support/live_server.py``), and that URL is put in their place; one whose
+blocks name ``redis://127.0.0.1:6379/0`` gets a service on the Redis backend, with the test
+database (``FEATUREBUDGET_TEST_REDIS_URL``, flushed before and after) put in its place;
+without Redis those blocks are left out and the others run on the embedded backend. Either
+service runs the batch worker in-process, so batch models retrain as on the embedded
+default.
 
 ``docs/api.md`` must name every route of the app's OpenAPI document (``METHOD /path``), and
 ``docs/operations.md`` every setting (``FEATUREBUDGET_<NAME>``).
@@ -283,3 +286,52 @@ def test_created_models_finds_every_form():
         curl -X POST localhost:8000/v1/models/e/examples -d '{"name": "not a model"}'
         """)
     assert [name for _, name in created_models(text)] == ["a", "b", "c", "d"]
+
+
+# ---------------------------------------------------------------------- shell snippets
+_RUN = re.compile(r"^<!--\s*snippet:\s*run\s*-->$")
+
+
+def marked_shell_blocks(text: str) -> list[Block]:
+    """The ```bash blocks whose fence follows ``<!-- snippet: run -->`` (blank lines aside):
+    shell snippets that run as written against the service, in document order."""
+    lines = text.splitlines()
+    marked = []
+    for block in fenced_blocks(text):
+        before = next((lines[k].strip() for k in range(block.line - 2, -1, -1)
+                       if lines[k].strip()), "")
+        if block.language == "bash" and _RUN.match(before):
+            marked.append(block)
+    return marked
+
+
+def _shell_params():
+    return [pytest.param(path, id=str(path.relative_to(ROOT))) for path in DOCUMENTS
+            if marked_shell_blocks(path.read_text(encoding="utf-8"))]
+
+
+@pytest.mark.parametrize("path", _shell_params())
+def test_marked_shell_snippets_run(path: Path, tmp_path):
+    """The marked shell blocks of a document run in order in one bash script against the
+    real service (embedded backend, its URL put in place of ``localhost:8000``); every curl
+    must answer 2xx (``--fail-with-body``), every command exit 0."""
+    import subprocess
+    import sys
+
+    from service.settings import Settings
+    from tests.support.live_server import live_server
+
+    settings = Settings(redis_url=None, data_dir=tmp_path / "data", api_keys="",
+                        batch_worker=True, consumer_block_ms=20, job_poll_seconds=0.05)
+    lines = ["set -euo pipefail",
+             'curl() { command curl --fail-with-body -sS "$@"; echo; }']
+    with live_server(settings, start_timeout=600) as url:
+        address = url.removeprefix("http://")
+        for block in marked_shell_blocks(path.read_text(encoding="utf-8")):
+            code = re.sub(r"\b(localhost|127\.0\.0\.1):8000\b", address, block.code)
+            lines += [f"echo '--- {path.name} line {block.line}' >&2", code.rstrip("\n")]
+        env = dict(os.environ, FEATUREBUDGET_URL=url,
+                   PATH=f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+        done = subprocess.run(["bash", "-c", "\n".join(lines)], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
