@@ -135,6 +135,23 @@ def test_a_malformed_line_is_named_before_it_is_sent(server, capsys, tmp_path):
     assert next(csv.reader(open(out))) == ["example", "score", "label"]
 
 
+def test_a_model_of_zero_based_libsvm_reads_the_file_zero_based(server, capsys, tmp_path):
+    """GET /v1/models/{m} says libsvm_zero_based; the file is read as the model reads it."""
+    with FeaturebudgetClient(server) as client:
+        client.create_model("zero", algorithm="pet", n_features=20, budget=5,
+                            libsvm_zero_based=True)
+        client.post_libsvm("zero", "1 0:1 19:0.5\n-1 1:1\n", wait=True)
+        assert client.get_model("zero").raw["libsvm_zero_based"] is True
+        expected = client.predict("zero", [{"indices": [0, 19], "values": [1.0, 0.5]},
+                                           {"indices": [1], "values": [1.0]}]).scores
+    path = write(tmp_path / "zero.svm", ["1 0:1 19:0.5", "-1 1:1"])
+    out = tmp_path / "zero.jsonl"
+    status, _, err = run(capsys, "predict", path, "--model", "zero", "--out", str(out),
+                         "--url", server, "--quiet")
+    assert status == 0, err
+    assert [r["score"] for r in read_jsonl(out)] == expected
+
+
 def house_rows() -> list[dict]:
     """JSON-lines rows of the batch model: each carries one group or both."""
     rows = []
