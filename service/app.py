@@ -24,6 +24,9 @@ from service.allocator import retain_freed_memory
 from service.answers import AnswerPool
 from service.api import batch, examples, health, models, snapshots
 from service.api.deps import presented_key
+from service.api.docs import PATHS as DOC_PAGES
+from service.api.docs import add_docs
+from service.api.http_metrics import HttpTally
 from service.api.openapi import ERROR_RESPONSES
 from service.api.predict_path import PredictPath
 from service.batch.page import CONTENT_SECURITY_POLICY
@@ -85,7 +88,9 @@ class AnswerMiddleware:
 
     * headers: ``X-Content-Type-Options: nosniff`` on every answer, and the pages' strict
       ``Content-Security-Policy`` (service/batch/page.py) on every answer but the
-      interactive docs' (``exempt``: Swagger UI and ReDoc load their script from a CDN);
+      interactive docs' (``exempt``: service/api/docs.py gives them their own);
+    * every answer counted by route and status class, with its latency
+      (:class:`service.api.http_metrics.HttpTally`; a 413 or a 500 too);
     * an unexpected error is answered here by the app's ``Exception`` handler (a
       problem+json 500 that logs the traceback once). Left to Starlette's outermost
       middleware it is answered too but then re-raised to the server, which logs the
@@ -101,18 +106,20 @@ class AnswerMiddleware:
         self.nosniff = [(b"x-content-type-options", b"nosniff")]
         self.headers = [*self.nosniff,
                         (b"content-security-policy", CONTENT_SECURITY_POLICY.encode())]
+        self.http = HttpTally()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         extra = self.nosniff if scope["path"] in self.exempt else self.headers
-        started = False
+        started, status, begun = False, 500, time.perf_counter()
 
         async def answer(message) -> None:
-            nonlocal started
+            nonlocal started, status
             if message["type"] == "http.response.start":
-                started = True  # (a message is a new dict per send; its list may be shared)
+                # (a message is a new dict per send; its header list may be shared)
+                started, status = True, message["status"]
                 message["headers"] = [*message.get("headers", ()), *extra]
             await send(message)
 
@@ -125,6 +132,8 @@ class AnswerMiddleware:
                 return
             response = await self.handlers[Exception](Request(scope, receive), exc)
             await response(scope, receive, answer)
+        finally:
+            self.http.record(scope, status, begun)
 
 
 def _allowed(app: FastAPI, request: Request) -> list[str]:
@@ -182,24 +191,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                  backend_description(settings),
                  model_summary(list(manager.hosts), list(manager.batch.hosts),
                                list(manager.failed)))
+        watcher = asyncio.create_task(health.watch_readiness(manager), name="readiness")
         try:
             yield
         finally:
+            watcher.cancel()
             app.state.answers.close()
             await manager.stop()
             await storage.close()
 
-    app = FastAPI(title="featurebudget", version="1", lifespan=lifespan)
+    app = FastAPI(title="featurebudget", version="1", lifespan=lifespan, docs_url=None,
+                  redoc_url=None)  # (served from the package: add_docs)
     app.state.settings = settings
     app.state.key_roles = settings.key_roles()
     app.add_middleware(PredictPath, handlers=app.exception_handlers)  # (inside the limit)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes,
                        key_roles=app.state.key_roles)
     app.add_middleware(AnswerMiddleware, handlers=app.exception_handlers,
-                       exempt=(app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url))
+                       exempt=DOC_PAGES)
     for router in (models.router, examples.router, batch.router, snapshots.router, batch.ui):
         app.include_router(router, responses=ERROR_RESPONSES)
     app.include_router(health.router)
+    add_docs(app)
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> Response:

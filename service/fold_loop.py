@@ -32,6 +32,7 @@ from typing import Any
 
 from service import metrics
 from service.errors import NotReplicatedError
+from service.ingest import entry_examples
 from service.priority import in_background
 from service.storage import LogEntry, Storage, id_key
 from service.storage.base import incarnation_of
@@ -177,7 +178,7 @@ async def report_applied(storage: Storage, model: str, n: int,
     for entry, reason in rejected:
         await storage.deadletter(model, entry, reason)
         metrics.DEADLETTER_ENTRIES.labels(model).inc()
-        metrics.EXAMPLES_REJECTED.labels(model, "stream").inc()
+        metrics.count_rejected(model, "stream", entry_examples(entry.fields))
     if n:
         metrics.EXAMPLES_APPLIED.labels(model).inc(n)
     metrics.UPDATE_SECONDS.labels(model).observe(time.perf_counter() - started)

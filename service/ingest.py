@@ -393,6 +393,30 @@ def entry_payload(fields: dict) -> tuple:
     return data, fmt
 
 
+def examples_in(data, fmt: str | None) -> int:
+    """How many examples a rejected body or entry holds, as far as it says: the items of a
+    JSON document, the non-blank lines of libsvm text, the count in an FBX1 header; 0 when
+    it cannot be read (for the rejected-examples counter; only on the error path). O(size)."""
+    if fmt == "bin":
+        return wire.batch_rows(data) or 0
+    if fmt == "libsvm":
+        return sum(1 for line in bytes(data).splitlines() if line.strip())
+    if fmt == "json":
+        try:
+            return len(document_items(orjson.loads(bytes(data))))
+        except (orjson.JSONDecodeError, InputError):
+            return 0
+    return 0
+
+
+def entry_examples(fields: dict) -> int:
+    """:func:`examples_in` of a rejected log / stream entry (0 when it has no data)."""
+    try:
+        return examples_in(*entry_payload(fields))
+    except InputError:
+        return 0
+
+
 def parse_entry(fields: dict, n_features: int, hasher: Hasher | None, *,
                 zero_based: bool = False) -> ExampleBatch:
     """A log / stream entry (fields ``data`` and optional ``fmt``) -> batch. ``data`` may be

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -17,8 +18,13 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
 )
+
+# no ``*_created`` family beside every counter and histogram: a series per model and label
+# set that no panel or alert reads (multiprocess mode never exported them)
+disable_created_metrics()
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                     2.5, 5.0)
@@ -34,7 +40,12 @@ EXAMPLES_APPLIED = Counter(
     "featurebudget_examples_applied_total", "Examples folded into a learner", ["model"])
 EXAMPLES_REJECTED = Counter(
     "featurebudget_examples_rejected_total",
-    "Requests or stream entries rejected as invalid", ["model", "source"])
+    "Examples rejected as invalid: every example of a rejected request (api) or stream "
+    "entry (stream), as far as the body says how many", ["model", "source"])
+REQUESTS_REJECTED = Counter(
+    "featurebudget_rejected_requests_total",
+    "Requests to /examples (api) or stream entries (stream) rejected as invalid",
+    ["model", "source"])
 DEADLETTER_ENTRIES = Counter(
     "featurebudget_deadletter_entries_total",
     "Malformed log entries sent to the dead-letter stream", ["model"])
@@ -106,8 +117,24 @@ ORPHAN_STREAMS = Gauge(
     "Log streams on Redis with no model to read them (a producer writing to a misspelled or "
     "deleted model's name); /readyz lists them", multiprocess_mode="max")
 
+HTTP_REQUESTS = Counter(
+    "featurebudget_http_requests_total",
+    "HTTP requests answered, by route template (unmatched: no route), method and status "
+    "class (2xx, 4xx, 5xx)", ["route", "method", "status"])
+HTTP_BUCKETS = _LATENCY_BUCKETS
+HTTP_SECONDS = Histogram(
+    "featurebudget_http_request_seconds",
+    "Time to answer one HTTP request, to its last byte, by route template and method",
+    ["route", "method"], buckets=HTTP_BUCKETS)
+READY = Gauge(
+    "featurebudget_ready",
+    "1 while this API process is ready (what /readyz answers, checked every few seconds); "
+    "0 when starting, degraded or its storage is unreachable (the lowest over the processes)",
+    ["backend"], multiprocess_mode="livemin")
+
 # Every metric whose first label is the model, for forget_model.
 _PER_MODEL = (EXAMPLES_INGESTED, EXAMPLES_REPEATED, EXAMPLES_APPLIED, EXAMPLES_REJECTED,
+              REQUESTS_REJECTED,
               DEADLETTER_ENTRIES, UPDATE_SECONDS, PREDICT_SECONDS, PREDICTIONS, FEEDBACK,
               SNAPSHOTS, SNAPSHOTS_REFUSED, SNAPSHOT_SECONDS, LEARNER_LAG,
               PROGRESSIVE_ACCURACY, SELECTED_FEATURES, EXAMPLES_SEEN, RETRAINS, RETRAIN_SECONDS,
@@ -134,6 +161,7 @@ def init_model(spec) -> None:
         EXAMPLES_INGESTED.labels(name, fmt)
     for source in REJECTION_SOURCES:
         EXAMPLES_REJECTED.labels(name, source)
+        REQUESTS_REJECTED.labels(name, source)
     for metric in (EXAMPLES_REPEATED, EXAMPLES_APPLIED, DEADLETTER_ENTRIES, PREDICTIONS,
                    SNAPSHOTS, SNAPSHOTS_REFUSED, UPDATE_SECONDS, PREDICT_SECONDS,
                    SNAPSHOT_SECONDS):
@@ -145,6 +173,32 @@ def init_model(spec) -> None:
     else:
         for outcome in FEEDBACK_OUTCOMES:
             FEEDBACK.labels(name, outcome)
+
+
+def count_rejected(model: str, source: str, examples: int) -> None:
+    """One rejected request or stream entry (``source``: api, stream) and its examples."""
+    REQUESTS_REJECTED.labels(model, source).inc()
+    if examples:
+        EXAMPLES_REJECTED.labels(model, source).inc(examples)
+
+
+def observe_many(child, buckets: list[int], seconds: float) -> None:
+    """Add observations counted elsewhere to a histogram's labelled ``child``: ``buckets``
+    holds how many fell in each bucket (not cumulative; the last above every bound),
+    ``seconds`` their sum. O(buckets)."""
+    for value, n in zip(child._buckets, buckets, strict=True):
+        if n:
+            value.inc(n)
+    child._sum.inc(seconds)
+
+
+_BEFORE_RENDER: list[weakref.WeakMethod] = []
+
+
+def before_render(method) -> None:
+    """Call the bound ``method`` before each :func:`render` of this process (while its
+    object lives): a tally kept outside the metrics moves into them."""
+    _BEFORE_RENDER.append(weakref.WeakMethod(method))
 
 
 def forget_model(model: str) -> None:
@@ -161,6 +215,11 @@ def forget_model(model: str) -> None:
 
 def render() -> tuple[bytes, str]:
     """The exposition text: this process, or all workers in multiprocess mode."""
+    _BEFORE_RENDER[:] = [ref for ref in _BEFORE_RENDER if ref() is not None]
+    for ref in _BEFORE_RENDER:
+        method = ref()
+        if method is not None:
+            method()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 

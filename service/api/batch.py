@@ -15,7 +15,7 @@ from service.api.deps import (
     read_body,
 )
 from service.api.media import request_media_type, require_json
-from service.api.openapi import RETRAIN_LINKS, body_schema
+from service.api.openapi import NEXT_BODIES, RETRAIN_LINKS, body_schema
 from service.batch.page import models_page, sequence_page
 from service.errors import MalformedBodyError, item_error
 from service.priority import predicting
@@ -75,7 +75,7 @@ async def rollback(model: str, body: RollbackRequest, manager: Manager) -> dict:
 
 
 @router.post("/next", dependencies=[ReadAccess], response_model=NextResponse | NextAnswers,
-             openapi_extra=body_schema(NextRequest))
+             openapi_extra=body_schema(NextRequest, NEXT_BODIES))
 async def next_group(model: str, request: Request, manager: Manager,
                      settings: AppSettings) -> dict:
     """The group to compute next given ``computed_groups`` (and a ``max_cost``; ``budget``

@@ -20,6 +20,7 @@ from service.api.deps import (
 from service.api.media import example_format, request_media_type, require_json
 from service.api.openapi import EXAMPLES_BODY, PREDICT_BODY, PREDICT_LINKS
 from service.errors import MalformedBodyError, NotFoundError, ServiceError, item_error
+from service.ingest import examples_in
 from service.manager import RepeatedRequest
 from service.priority import in_background, predicting
 from service.schemas import ExamplesAccepted, FeedbackRequest, FeedbackResponse
@@ -47,14 +48,17 @@ async def post_examples(model: str, request: Request, response: Response, manage
     host = await manager.get(model)
     body = await read_body(request, settings.max_body_bytes)
     media_type = _media_type(request)
+    fmt = None
     try:
-        example_format(media_type, body)  # 415: a type it does not read, JSON as libsvm
+        fmt = example_format(media_type, body)  # 415: a type it does not read, JSON as libsvm
         if len(body) > _BIG:
             batch, fmt = await in_background(host.parse_examples, body, media_type)
         else:
             batch, fmt = host.parse_examples(body, media_type)
-    except ServiceError:
-        metrics.EXAMPLES_REJECTED.labels(host.name, "api").inc()
+    except ServiceError:  # the body's examples counted (none for a 415; big: in a thread)
+        count = examples_in(body, fmt) if len(body) <= _BIG else \
+            await in_background(examples_in, body, fmt)
+        metrics.count_rejected(host.name, "api", count)
         raise
     key = request.headers.get("idempotency-key")
     if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):

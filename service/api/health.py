@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import time
 import weakref
 
+import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
@@ -15,6 +18,7 @@ from service.api.openapi import ERROR_RESPONSES
 
 router = APIRouter(tags=["health"])
 ORPHANS_EVERY = 30.0  # seconds between two looks (a SCAN of every key) for orphan streams
+READY_EVERY = 5.0  # seconds between two readiness checks of a process (its gauge)
 _orphans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # storage -> (when, names)
 
 
@@ -40,46 +44,62 @@ async def healthz() -> dict:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "storage unreachable, models being "
-                                          "restored, or a model not folded (detail says "
-                                          "which)",
-                                          "content": {"application/json": {}}}})
-async def readyz(manager: Manager) -> Response:
-    import orjson
-
+async def readiness(manager) -> tuple[int, dict]:
+    """What ``/readyz`` answers (status code, body); sets ``featurebudget_ready``. One
+    storage ping and one read of the models' heartbeats."""
+    backend = manager.storage.kind
     try:
         await manager.storage.ping()
     except Exception as exc:  # storage unreachable
-        body = {"status": "unavailable", "backend": manager.storage.kind,
+        body = {"status": "unavailable", "backend": backend,
                 "detail": f"storage unreachable: {exc}"}
-        return Response(orjson.dumps(body), status_code=503, media_type="application/json")
+        return _ready(503, body)
     if not manager.restored:
-        body = {"status": "starting", "backend": manager.storage.kind,
-                "detail": "models are being restored"}
-        return Response(orjson.dumps(body), status_code=503, media_type="application/json")
+        return _ready(503, {"status": "starting", "backend": backend,
+                            "detail": "models are being restored"})
     stale = await manager.unfolded_models()
     if stale:
-        body = {"status": "degraded", "backend": manager.storage.kind,
-                "detail": "; ".join(stale), "unfolded": stale}
-        return Response(orjson.dumps(body), status_code=503, media_type="application/json")
+        return _ready(503, {"status": "degraded", "backend": backend,
+                            "detail": "; ".join(stale), "unfolded": stale})
     if manager.failed:
-        body = {"status": "degraded", "backend": manager.storage.kind,
-                "detail": "; ".join(f"{k}: {v}" for k, v in manager.failed.items())}
-        return Response(orjson.dumps(body), status_code=503, media_type="application/json")
+        return _ready(503, {"status": "degraded", "backend": backend, "detail": "; ".join(
+            f"{k}: {v}" for k, v in manager.failed.items())})
     unserved = manager.serving_errors()
     if unserved:
-        body = {"status": "degraded", "backend": manager.storage.kind,
+        body = {"status": "degraded", "backend": backend,
                 "detail": "; ".join(f"{k}: cannot serve {v}" for k, v in unserved.items()),
                 "serving_errors": unserved}
-        return Response(orjson.dumps(body), status_code=503, media_type="application/json")
-    body = {"status": "ready", "backend": manager.storage.kind,
-            "models": len(manager.all_hosts())}
+        return _ready(503, body)
+    body = {"status": "ready", "backend": backend, "models": len(manager.all_hosts())}
     orphans = await orphan_streams(manager.storage)
     if orphans:  # reported, not failing readiness: the service itself is fine
         body["orphan_streams"] = orphans
         body["detail"] = (f"log streams with no model to read them: {', '.join(orphans)} "
                           "(a producer writes to a model that does not exist)")
-    return Response(orjson.dumps(body), media_type="application/json")
+    return _ready(200, body)
+
+
+def _ready(status: int, body: dict) -> tuple[int, dict]:
+    metrics.READY.labels(body["backend"]).set(1 if status == 200 else 0)
+    return status, body
+
+
+async def watch_readiness(manager, every: float = READY_EVERY) -> None:
+    """Keep this process's ``featurebudget_ready`` current (every ``every`` s, until
+    cancelled), whichever process a scrape or probe reaches."""
+    while True:
+        with contextlib.suppress(Exception):  # (a failure is the next look's answer)
+            await readiness(manager)
+        await asyncio.sleep(every)
+
+
+@router.get("/readyz", responses={503: {"description": "storage unreachable, models being "
+                                          "restored, or a model not folded (detail says "
+                                          "which)",
+                                          "content": {"application/json": {}}}})
+async def readyz(manager: Manager) -> Response:
+    status, body = await readiness(manager)
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
 
 @router.get("/metrics", response_class=PlainTextResponse,

@@ -49,11 +49,44 @@ _LABELLED = {"type": "object", "allOf": [_FEATURES, _ANSWER], "description": "on
              "{indices, values, label} or {features: {namespace: {name: value}}, label}; "
              "batch: {features: {group: {feature: value}}, target | label} or {indices, "
              "values, target | label}"}
+# typed example bodies per kind of model (shown by /docs and /redoc; tests/service/
+# test_openapi_examples.py posts each to a model of its kind): an online model with
+# n_features >= 20 (no hash_bits); a batch model with the groups exam (bmi, bp) and lipids
+# (s1, s2, s3)
+_ONLINE_ROWS = [{"indices": [3, 17], "values": [1.0, 0.5], "label": 1},
+                {"indices": [4], "values": [2.0], "label": -1}]  # (0-based indices)
+_BATCH_ROW = {"features": {"exam": {"bmi": 0.31, "bp": -0.2}, "lipids": {
+    "s1": 0.05, "s2": -0.4, "s3": 1.2}}}
+_EXAMPLE_BODIES = {
+    "online": {"summary": "online model: feature indices and values, labels +1 / -1",
+               "value": {"examples": _ONLINE_ROWS}},
+    "batch_regression": {"summary": "batch regression model: features by group, a target",
+                         "value": {"examples": [{**_BATCH_ROW, "target": 151.0}]}},
+    "batch_classification": {"summary": "batch classification model: features by group, "
+                             "a label", "value": {"examples": [{**_BATCH_ROW, "label": 1}]}}}
+_PREDICT_BODIES = {
+    "online": {"summary": "online model, with ids to send feedback on", "value": {
+        "examples": [{k: v for k, v in row.items() if k != "label"} for row in _ONLINE_ROWS],
+        "return_prediction_ids": True}},
+    "batch_max_cost": {"summary": "batch model: the longest prefix of groups within a cost",
+                       "value": {"examples": [_BATCH_ROW], "max_cost": 5.0}},
+    "batch_computed_groups": {"summary": "batch model: exactly the groups computed",
+                              "value": {"examples": [{"features": {
+                                  "exam": _BATCH_ROW["features"]["exam"]}}],
+                                  "computed_groups": ["exam"]}}}
+NEXT_BODIES = {
+    "per_set": {"summary": "the next group to compute after exam, within a cost",
+                "value": {"computed_groups": ["exam"], "max_cost": 5.0}},
+    "per_example": {"summary": "each example's next group from the values it carries",
+                    "value": {"examples": [{"features": {
+                        "exam": _BATCH_ROW["features"]["exam"]}}], "exchange_rate": 0.1}}}
 EXAMPLES_BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"type": "object", "required": ["examples"], "properties": {
-        "examples": {"type": "array", "items": _LABELLED, "minItems": 1}}}},
+        "examples": {"type": "array", "items": _LABELLED, "minItems": 1}}},
+        "examples": _EXAMPLE_BODIES},
     "text/plain": {"schema": {"type": "string", "description":
-                              "libsvm lines: label index:value ... (1-based indices)"}},
+                              "libsvm lines: label index:value ... (1-based indices)"},
+                   "example": "1 3:1.0 17:0.5\n-1 4:2.0\n"},
     "application/octet-stream": {"schema": {"type": "string", "format": "binary",
                                             "description": "an FBX1 batch (service.wire)"}},
 }}}
@@ -69,14 +102,16 @@ PREDICT_BODY = {"requestBody": {"required": True, "content": {"application/json"
                    "description": "batch models: deprecated alias of max_cost"}},
     "not": {"anyOf": [{"required": pair} for pair in (  # one selection, under one name
         ["max_cost", "budget"], ["computed_groups", "max_cost"], ["computed_groups", "budget"])]},
-}}}}}
+}, "examples": _PREDICT_BODIES}}}}
 
 
-def body_schema(model) -> dict:
+def body_schema(model, examples: dict | None = None) -> dict:
     """``openapi_extra`` declaring a JSON request body of the pydantic ``model``'s schema
-    (for routes that read and check their body by hand)."""
-    return {"requestBody": {"required": False, "content": {
-        "application/json": {"schema": model.model_json_schema()}}}}
+    (for routes that read and check their body by hand), with named ``examples``."""
+    media = {"schema": model.model_json_schema()}
+    if examples:
+        media["examples"] = examples
+    return {"requestBody": {"required": False, "content": {"application/json": media}}}
 
 
 SNAPSHOT_MEDIA = "application/vnd.featurebudget.state"

@@ -25,6 +25,9 @@ REQUIRED = {
     "FeaturebudgetSnapshotRefused": "featurebudget_snapshots_refused_total",
     "FeaturebudgetPredictLatencyHigh": "featurebudget_predict_seconds_bucket",
     "FeaturebudgetTargetDown": "up",
+    "FeaturebudgetHttp5xx": "featurebudget_http_requests_total",
+    "FeaturebudgetDeadLetters": "featurebudget_deadletter_entries_total",
+    "FeaturebudgetNotReady": "featurebudget_ready",
 }
 
 

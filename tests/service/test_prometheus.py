@@ -39,14 +39,16 @@ NOT_REQUIRED: dict[str, str] = {}
 
 
 def dashboard_expressions() -> list[tuple[str, str]]:
-    """(panel title + refId, expr) of every target of every panel (rows' panels too)."""
+    """(panel title + refId, expr) of every target of every panel (rows' panels too), with
+    the dashboard's ``$model`` variable at its "All" value, as Grafana sends them."""
     out = []
 
     def walk(panels):
         for panel in panels:
             walk(panel.get("panels", []))
             for target in panel.get("targets", []):
-                out.append((f"{panel['title']} [{target['refId']}]", target["expr"]))
+                expr = target["expr"].replace("$model", ".*")
+                out.append((f"{panel['title']} [{target['refId']}]", expr))
 
     walk(json.loads(DASHBOARD.read_text())["panels"])
     return out
@@ -220,8 +222,9 @@ def test_every_dashboard_query_returns_data_from_a_live_service(tmp_path, redis_
             assert httpx.post(f"{examples}?wait=true", content=blob, timeout=60,
                               headers={"content-type": "application/octet-stream"}
                               ).status_code == 202
-            assert client.post(examples, json={"examples": [{"indices": [1], "values": [1.0],
-                                                             "label": 7}]}).status_code == 422
+            assert client.post(examples, json={"examples": [  # 2 examples, 1 request
+                *json_examples(X, y, 0, 1),
+                {"indices": [1], "values": [1.0], "label": 7}]}).status_code == 422
             for _ in range(2):  # the second one is a retry: not appended again
                 assert client.post(examples, headers={"Idempotency-Key": "load-1"}, json={
                     "examples": json_examples(X, y, 300, 310)}).status_code == 202
@@ -229,7 +232,8 @@ def test_every_dashboard_query_returns_data_from_a_live_service(tmp_path, redis_
             store.xadd(log, {b"fmt": b"libsvm", b"data": libsvm_text(X, y, 310, 360)})
             store.xadd(log, {b"fmt": b"json",
                              b"data": json.dumps({"examples": json_examples(X, y, 360, 400)})})
-            store.xadd(log, {b"fmt": b"libsvm", b"data": b"not an example\n"})  # dead letter
+            store.xadd(log, {b"fmt": b"libsvm",  # a dead letter of 2 examples
+                             b"data": b"not an example\nnor this one\n"})
             wait_until(lambda: (lambda info: info["log_position"] == info["log_end"])(
                 client.get(f"{url}/v1/models/spam").json()), "spam drained", timeout=60)
             assert client.post(f"{url}/v1/models/spam/feedback", json={
@@ -283,6 +287,13 @@ def test_every_dashboard_query_returns_data_from_a_live_service(tmp_path, redis_
         assert metric_value(text, "featurebudget_feedback_total", model="spam",
                             outcome="unknown") == 1
         assert metric_value(text, "featurebudget_snapshots_refused_total", model="quiet") == 0
+        for source in ("api", "stream"):  # one request / entry of 2 examples (an entry
+            requests = metric_value(text, "featurebudget_rejected_requests_total",  # may be
+                                    model="spam", source=source)  # read again after a lease
+            assert requests == 1 or (source == "stream" and requests >= 1)  # moved)
+            assert metric_value(text, "featurebudget_examples_rejected_total", model="spam",
+                                source=source) == 2 * requests
+        assert "_created" not in text
 
         # ------------------------------------------------------------ Prometheus
         pending = {expr: title for title, expr in dashboard_expressions()
