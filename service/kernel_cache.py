@@ -80,3 +80,4 @@ def warm_batch_kernels() -> None:
     x = X[0, :3].copy()
     x[1:] = np.nan
     policy.decide(x, [0], max_cost=3.0, exchange_rate=0.01)
+    policy.neighbours(x, [0], policy.rows_)  # (decisions call it on a per-example policy only)

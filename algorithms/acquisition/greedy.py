@@ -28,7 +28,8 @@ class GreedyNeighbours(ConditionedAcquisition):
         super().__init__(n_neighbors=n_neighbors, max_groups=max_groups, gate=False,
                          random_state=random_state)
 
-    def _decide(self, x, S, max_cost, exchange_rate, rows, per_example, fallback):
+    def _decide(self, x, S, max_cost, exchange_rate, rows, per_example, fallback,
+                every_missing=False):
         table, costs = self.table_, self.costs_
         room, missing = missing_within(costs, S, max_cost)
         if not missing:

@@ -9,8 +9,9 @@ Held-out window: rows ``(x_i, y_i)`` the predictor's fit never saw and the per-r
 groups ``S`` (mask ``s``):
 
 1. neighbours ``N``: the ``k`` window rows nearest to ``x`` on the computed features,
-   each feature standardised by the window's mean and sd (O(n |F_S|)); every row when
-   ``S`` is empty;
+   each feature standardised by the window's sd, the squared distance summed group by
+   group in increasing group id, ties to the lower row (O(n |F_S| + n log k)); every
+   row when ``S`` is empty;
 2. plan ``m* = argmin_{m ⊇ s, c(m) <= max_cost} mean_{i in N} L[m, i] + lam c(m)``, exact
    over the supersets (:func:`~algorithms.acquisition.search.best_superset`, O(2^(P-|s|)
    k));
@@ -25,7 +26,7 @@ The expected gain is the plan's drop ``d_i = L[s, i] - L[m*, i]`` over ``N``:
 over ``N``, its cost and the ratio.
 
 Gate (``gate=True``): the window is split in halves ``A``, ``B`` (``random_state``); for
-every row of ``B`` and every cap in ``gate_caps`` (fractions of the pool's total cost),
+every row of ``B`` (at most ``gate_rows / 2`` of them, drawn at random) and every cap in ``gate_caps`` (fractions of the pool's total cost),
 an episode from the empty set runs twice, with neighbours from ``A`` and with the per-set
 rule over ``A`` (largest mean gain per unit cost), and the final losses are averaged over
 the caps; then the halves swap, so every window row gives one paired difference. The
@@ -33,7 +34,10 @@ per-example rule is kept only when it lowers the mean loss by more than ``gate_z
 standard errors of those differences; otherwise every decision is the per-set one
 (``fallback``, default the per-set rule over the whole window), so on data where values
 do not change the best next group the policy is the per-set rule. Fitting: ``n 2^P``
-predicted rows for the table, then ``n |caps| P`` decisions.
+predicted rows for the whole table (decisions then only read it), then
+``min(n, gate_rows) |caps|`` episodes of at most ``P`` decisions, each O(n |F_S| / 2 +
+2^(P-|s|) k) in :mod:`~algorithms.acquisition.kernels` (the first decision of every
+episode, from the empty set, is made once per half and cap).
 
 More than ``max_groups`` groups: the pool is the first ``max_groups`` of the per-set
 greedy order (``J^2 / 2`` predictor calls on the window); beyond the pool the per-set
@@ -47,24 +51,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from algorithms.acquisition import kernels
 from algorithms.acquisition.losses import LOSSES, row_losses
-from algorithms.acquisition.search import best_superset
 from algorithms.acquisition.table import MAX_POOL, LossTable, Predict
 from algorithms.batch import cost_slack
 
 NOTHING_FITS = "nothing left within max_cost"
 NOT_WORTH = "no group worth its cost"
+BLIND_DECISIONS = 4096  # decisions kept that read no value of the example (per policy)
 Fallback = Callable[[tuple[int, ...], float | None], "int | None"]
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A missing group: its one-step expected loss drop, cost and drop per unit cost."""
+    """A missing group: its one-step expected loss drop, cost and drop per unit cost, and
+    whether its cost fits what the cap leaves."""
 
     group: int
     cost: float
     expected_gain: float | None
     gain_per_cost: float | None
+    within_max_cost: bool = True
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,9 @@ class ConditionedAcquisition:
 
     Parameters: ``n_neighbors`` (k), ``max_groups`` (P <= 16: the exact search's pool),
     ``gate`` (learn whether per-example beats per-set; False: always per-example, i.e.
-    plain AACO), ``gate_z``, ``gate_caps``, ``random_state``.
+    plain AACO), ``gate_z``, ``gate_caps``, ``gate_rows`` (the episodes run for at most
+    this many window rows, a random half from each half; None: every row),
+    ``random_state``.
     ``fit(predict, X, y, groups=, costs=, loss=, pool=None, fallback=None)``: ``predict``
     answers rows whose uncomputed features are NaN; ``X, y`` the held-out window;
     ``fallback(S, max_cost) -> group | None`` the per-set rule to fall back to; ``table``
@@ -115,12 +124,13 @@ class ConditionedAcquisition:
 
     def __init__(self, *, n_neighbors: int = 30, max_groups: int = 12, gate: bool = True,
                  gate_z: float = 2.0, gate_caps: Sequence[float] = (0.25, 0.5, 0.75, 1.0),
-                 random_state: int = 0) -> None:
+                 gate_rows: int | None = 2000, random_state: int = 0) -> None:
         self.n_neighbors = n_neighbors
         self.max_groups = max_groups
         self.gate = gate
         self.gate_z = gate_z
         self.gate_caps = gate_caps
+        self.gate_rows = gate_rows
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
@@ -159,11 +169,34 @@ class ConditionedAcquisition:
         self.scale_ = np.where(sd > 0, sd, 1.0)
         self.fallback_ = fallback
         self.rows_ = np.arange(X.shape[0], dtype=np.int64)
+        self._flatten()
         self.per_example_, self.gate_ = True, None
         if self.gate:
             self.gate_ = self._run_gate()
             self.per_example_ = bool(self.gate_["per_example"])
         return self
+
+    def _flatten(self) -> None:
+        """The flat arrays of :mod:`~algorithms.acquisition.kernels`; the whole loss table
+        (``n 2^P`` predicted rows, once), so that a decision only reads it."""
+        table = self.table_
+        table.ensure(np.arange(table.full + 1, dtype=np.int64))
+        sizes = [g.size for g in self.groups_]
+        self._goff = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=self._goff[1:])
+        self._gfeat = (np.concatenate(self.groups_) if self.groups_ else
+                       np.zeros(0)).astype(np.int64)
+        self._bit_of = np.full(len(self.groups_), -1, dtype=np.int64)
+        self._bit_of[table.pool] = np.arange(table.pool.size)
+        self._sequence = np.asarray(self.sequence_ or [], dtype=np.int64)
+        self._XT = np.ascontiguousarray(table.X.T)
+        self._blind: dict = {}  # decisions that read no value of x (see decide)
+        self._colmean = kernels.column_means(table.values, self.rows_)
+
+    def _ins(self, S: Iterable[int]) -> np.ndarray:
+        ins = np.zeros(len(self.groups_), dtype=np.bool_)
+        ins[list(S)] = True
+        return ins
 
     def _per_set_sequence(self, predict: Predict, X: np.ndarray, y: np.ndarray,
                           loss: str) -> list[int]:
@@ -202,15 +235,15 @@ class ConditionedAcquisition:
 
     def neighbours(self, x: np.ndarray, S: Sequence[int], rows: np.ndarray) -> np.ndarray:
         """The ``n_neighbors`` rows (of ``rows``) nearest to ``x`` on the features of ``S``
-        (standardised; NaN components ignored); all of ``rows`` when ``S`` is empty."""
-        features = self._features(S)
-        k = int(self.n_neighbors)
-        if features.size == 0 or rows.size <= k:
-            return rows
-        z = (self.table_.X[np.ix_(rows, features)] - x[features]) / self.scale_[features]
-        dist = np.nansum(z * z, axis=1)
-        near = np.argpartition(dist, k - 1)[:k]
-        return np.sort(rows[near])
+        (standardised, summed group by group; NaN components ignored; ties: the lower
+        row), sorted; all of ``rows`` when ``S`` is empty. O(|rows| |F_S|)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty(rows.size, dtype=np.int64)
+        count = kernels.neighbours(self._XT, rows, np.asarray(x, dtype=np.float64),
+                                   self._gfeat, self._goff, self.scale_, self._ins(S),
+                                   int(self.n_neighbors), np.empty(rows.size),
+                                   np.empty(rows.size), out)
+        return out[:count]
 
     def _per_set_choice(self, S: tuple[int, ...], room: float | None,
                         rows: np.ndarray) -> int | None:
@@ -235,12 +268,26 @@ class ConditionedAcquisition:
         return None
 
     def decide(self, x: np.ndarray, computed: Iterable[int], *, max_cost: float | None = None,
-               exchange_rate: float | None = None) -> Decision:
-        """The next group for the example ``x`` (d,; NaN outside the computed groups)."""
+               exchange_rate: float | None = None, every_missing: bool = False) -> Decision:
+        """The next group for the example ``x`` (d,; NaN outside the computed groups);
+        ``every_missing``: the candidates include the missing groups over the cap too
+        (``within_max_cost`` False)."""
         self._check_fitted()
-        return self._decide(np.asarray(x, dtype=np.float64), tuple(sorted({int(g) for g in
-                            computed})), max_cost, exchange_rate, self.rows_,
-                            self.per_example_, self.fallback_)
+        S = tuple(sorted({int(g) for g in computed}))
+        blind = not self.per_example_ or not any(self._goff[g + 1] > self._goff[g] for g in S)
+        if not blind:
+            return self._decide(np.asarray(x, dtype=np.float64), S, max_cost, exchange_rate,
+                                self.rows_, self.per_example_, self.fallback_, every_missing)
+        # every window row is a neighbour: the decision does not read x, kept per set
+        key = (S, max_cost, exchange_rate, every_missing, self.per_example_)
+        hit = self._blind.get(key)
+        if hit is None:
+            hit = self._decide(np.asarray(x, dtype=np.float64), S, max_cost, exchange_rate,
+                               self.rows_, self.per_example_, self.fallback_, every_missing)
+            if len(self._blind) >= BLIND_DECISIONS:
+                self._blind.clear()
+            self._blind[key] = hit
+        return hit
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "table_"):
@@ -248,29 +295,37 @@ class ConditionedAcquisition:
 
     def _decide(self, x: np.ndarray, S: tuple[int, ...], max_cost: float | None,
                 exchange_rate: float | None, rows: np.ndarray, per_example: bool,
-                fallback: Fallback | None) -> Decision:
+                fallback: Fallback | None, every_missing: bool = False) -> Decision:
         table, costs = self.table_, self.costs_
         room, missing = missing_within(costs, S, max_cost)
-        if not missing:
+        if not missing and not every_missing:
             return Decision(None, None, None, None, NOTHING_FITS, S, per_example)
-        mask = table.mask_of(S)
-        near = self.neighbours(x, S, rows) if per_example else rows
-        subs = table.supersets(mask, room)
-        table.ensure(subs)
-        lam = 0.0 if exchange_rate is None else float(exchange_rate)
-        best, _, _ = best_superset(table.values, near, mask, table.full,
-                                   -1.0 if room is None else room, table.mask_cost, lam)
-        candidates = self._candidates(mask, missing, near)
-        gains = {c.group: c.expected_gain for c in candidates}
-        if best != mask and per_example:
-            extra = [g for g in table.groups_of(best) if g not in S]
-            g = min(extra, key=lambda h: (costs[h], -(gains.get(h) or 0.0), h))
-            plan = best
-        elif exchange_rate is not None and best == mask:
-            return Decision(None, None, None, None, NOT_WORTH, S, per_example, candidates)
+        ins = self._ins(S)
+        near = np.empty(rows.size, dtype=np.int64)
+        if per_example:
+            count = kernels.neighbours(self._XT, rows, x, self._gfeat, self._goff, self.scale_,
+                                       ins, int(self.n_neighbors), np.empty(rows.size),
+                                       np.empty(rows.size), near)
         else:
-            g = (fallback(S, max_cost) if fallback is not None
-                 else self._per_set_choice(S, room, rows))
+            near[:], count = rows, rows.size
+        gains = np.empty(table.pool.size)
+        kind, g, plan = kernels.decide_core(
+            costs, self._bit_of, table.pool, table.values, table.mask_cost, self._sequence,
+            ins, near, count, self._colmean if rows is self.rows_ else
+            kernels.column_means(table.values, rows),
+            np.nan if max_cost is None else float(max_cost),
+            np.nan if exchange_rate is None else float(exchange_rate), per_example,
+            fallback is not None, gains)
+        near = near[:count]
+        candidates = self._gain_candidates(S, missing, gains, every_missing)
+        if kind == kernels.STOP_NOTHING:
+            return Decision(None, None, None, None, NOTHING_FITS, S, per_example,
+                            candidates if missing else ())
+        if kind == kernels.STOP_NOT_WORTH:
+            return Decision(None, None, None, None, NOT_WORTH, S, per_example, candidates)
+        mask = table.mask_of(S)
+        if kind == kernels.FALLBACK:
+            g = fallback(S, max_cost)
             if g is None:
                 return Decision(None, None, None, None, NOTHING_FITS, S, per_example,
                                 candidates)
@@ -282,6 +337,21 @@ class ConditionedAcquisition:
         plan_groups = tuple(sorted(set(S) | set(table.groups_of(plan))))
         return Decision(int(g), float(costs[g]), gain, interval, None, plan_groups,
                         per_example, candidates)
+
+    def _gain_candidates(self, S: tuple[int, ...], missing: list[int], gains: np.ndarray,
+                         every_missing: bool) -> tuple[Candidate, ...]:
+        """The missing groups (and with ``every_missing`` those over the cap) with the
+        kernel's one-step gains (None outside the pool), by group id. O(J)."""
+        fits = set(missing)
+        groups = [g for g in range(len(self.groups_)) if g not in S] if every_missing \
+            else missing
+        out = []
+        for g in groups:
+            cost, b = float(self.costs_[g]), int(self._bit_of[g])
+            gain = None if b < 0 else float(gains[b])
+            ratio = None if gain is None or cost <= 0 else gain / cost
+            out.append(Candidate(g, cost, gain, ratio, g in fits))
+        return tuple(out)
 
     def _candidates(self, mask: int, missing: list[int], near: np.ndarray
                     ) -> tuple[Candidate, ...]:
@@ -322,19 +392,30 @@ class ConditionedAcquisition:
         rng = np.random.default_rng(int(self.random_state))
         perm = rng.permutation(table.n_rows)
         half = table.n_rows // 2
-        folds = (np.sort(perm[:half]), np.sort(perm[half:]))
+        folds = (perm[:half], perm[half:])
+        limit = None if self.gate_rows is None else max(1, int(self.gate_rows) // 2)
         ours, theirs = np.zeros(table.n_rows), np.zeros(table.n_rows)
+        scored = np.zeros(table.n_rows, dtype=bool)
         total = float(table.mask_cost[table.full])
         for A, B in (folds, folds[::-1]):
+            A, B = np.sort(A), np.sort(B[:limit])  # (the episodes' rows: a random subset)
+            scored[B] = True
             for f in self.gate_caps:
                 cap = float(f) * total
-                path = self.episode(np.zeros(table.X.shape[1]), max_cost=cap, rows=A,
-                                    per_example=False, use_fallback=False)
-                theirs[B] += table.values[table.mask_of(path), B]
-                for i in B:
-                    got = self.episode(table.X[i], max_cost=cap, rows=A, per_example=True,
-                                       use_fallback=False)
-                    ours[i] += table.values[table.mask_of(got), i]
+                final = np.empty(B.size, dtype=np.int64)
+                for per_example in (False, True):  # the per-set path is the same for all
+                    targets = B if per_example else B[:1]
+                    kernels.gate_episodes(
+                        self._XT, self.scale_, self._gfeat, self._goff, self.costs_,
+                        self._bit_of, table.pool, table.values, table.mask_cost,
+                        self._sequence, int(self.n_neighbors), A, targets, cap, per_example,
+                        final)
+                    got = table.values[final if per_example else final[0], B]
+                    if per_example:
+                        ours[B] += got
+                    else:
+                        theirs[B] += got
+        ours, theirs = ours[scored], theirs[scored]
         diff = (ours - theirs) / len(self.gate_caps)
         se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("inf")
         return {"per_example": bool(diff.mean() < -float(self.gate_z) * se),

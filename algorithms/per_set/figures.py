@@ -359,8 +359,26 @@ class SetFigures:
                     self._cache.popitem(last=False)
         return entry
 
-    def _measure(self, S: tuple[int, ...]) -> ValidationFigures:
+    def figures_with_scores(self, computed_groups: Iterable[int] | None
+                            ) -> tuple[ValidationFigures, np.ndarray]:
+        """``(figures, raw validation scores)`` of the set with one scorer call; the
+        figures are cached as :meth:`figures` caches them (the first stored wins)."""
+        S = self.key(computed_groups)
         scores = self.validation_scores(S)
+        entry = self._measure(S, scores)
+        with self._lock:
+            hit = self._cache.get(S)
+            if hit is not None:
+                return hit, scores
+            if self.cache_size:
+                self._cache[S] = entry
+                if len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return entry, scores
+
+    def _measure(self, S: tuple[int, ...], scores: np.ndarray | None = None
+                 ) -> ValidationFigures:
+        scores = self.validation_scores(S) if scores is None else scores
         common = {"task": self.task, "groups": S, "cost": self.cost(S),
                   "n_rows": int(scores.size)}
         if self.task == "regression":

@@ -19,9 +19,12 @@ kept as long as the version object lives:
 * pool: the first ``POOL_GROUPS`` groups of the version's trained order (every group
   when there are at most that many); fallback: the version's own ``next_group(S, cap)``.
 
-Building costs ``n 2^P`` predicted rows (``n`` held-out rows, ``P`` pool groups) and the
-gate's ``n |caps| P`` decisions; a decision one k-NN over the window (O(n |F_S|)) and a
-superset search (O(2^(P-|s|) k)).
+Building costs ``n 2^P`` predicted rows (``n`` held-out rows, ``P`` pool groups; one
+scorer call per set, whose calibration on the version's own held-out rows comes from the
+same call) and the gate's episodes (numba, at most ``gate_rows`` rows); a decision one k-NN
+over the window (O(n |F_S|)) and a superset search (O(2^(P-|s|) k)), both numba over flat
+arrays. Measured with 5,000 held-out rows, 16 groups (a pool of 8), 100 trees: about 5 s
+of CPU for the table and 2 s for the gate.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from algorithms.acquisition import ConditionedAcquisition
+from algorithms.acquisition import ConditionedAcquisition, LossTable
 
 log = logging.getLogger("featurebudget.batch")
 POOL_GROUPS = 8
@@ -55,7 +58,8 @@ def held_out_rows(artifact) -> tuple[np.ndarray, np.ndarray] | None:
         rows = (artifact.model.X_val_, artifact.model.y_val_)
     if rows is None:
         return None
-    X = np.asarray(rows[0], dtype=np.float64)
+    X = rows[0] if isinstance(rows[0], np.ndarray) and rows[0].dtype == np.float64 else \
+        np.asarray(rows[0], dtype=np.float64)  # (the version's own array where it can)
     y = np.asarray(rows[1], dtype=np.float64).ravel()
     if X.ndim != 2 or X.shape[0] < MIN_ROWS:
         return None
@@ -91,14 +95,47 @@ def set_predictor(artifact):
         for g, f in enumerate(firsts):
             if f >= 0:
                 computed[:, g] = ~np.isnan(Z[:, f])
-        sets, which = np.unique(computed, axis=0, return_inverse=True)
+        # one integer code per row's set (a byte string per row beyond 62 groups)
+        codes = computed @ (1 << np.arange(len(firsts), dtype=np.int64)) \
+            if len(firsts) <= 62 else np.array([r.tobytes() for r in np.packbits(computed, 1)])
+        _, first, which = np.unique(codes, return_index=True, return_inverse=True)
         out = np.empty(Z.shape[0], dtype=np.float64)
-        for k, row in enumerate(sets):
+        for k, at in enumerate(first):
             rows = np.flatnonzero(which.ravel() == k)
-            out[rows] = one_set(np.nan_to_num(Z[rows], nan=0.0), np.flatnonzero(row).tolist())
+            out[rows] = one_set(np.nan_to_num(Z[rows], nan=0.0),
+                                np.flatnonzero(computed[at]).tolist())
         return out
 
     return predict
+
+
+def set_outputs(artifact, X: np.ndarray):
+    """``predict_set(S)`` for :class:`~algorithms.acquisition.LossTable`: every window row
+    ``X`` answered knowing exactly the groups ``S``, one scorer call per set (the features
+    outside ``S`` zero, as the answer path sees them); on the version's own held-out rows
+    the calibrated probabilities come with the set's figures from that one call. None
+    where the family has no scorer (then :func:`set_predictor`)."""
+    layout, task = artifact.layout, artifact.task
+    score = artifact.adapter.scorer(artifact)
+    if score is None:
+        return None
+    figures = artifact.figures
+    own = artifact.held_out is not None and X is artifact.held_out[0]
+
+    def predict_set(S: tuple[int, ...]) -> np.ndarray:
+        S = list(S)
+        if task == "classification" and figures is not None and own:
+            fig, raw = figures.figures_with_scores(S)
+            return expit(fig.logits(raw))
+        Z = np.zeros_like(X)
+        features = layout.features_of(S)
+        Z[:, features] = X[:, features]
+        raw = np.asarray(score(Z, S), dtype=np.float64)
+        if task != "classification":
+            return raw
+        return expit(figures.figures(S).logits(raw) if figures is not None else raw)
+
+    return predict_set
 
 
 def build(artifact) -> ConditionedAcquisition | None:
@@ -116,14 +153,14 @@ def build(artifact) -> ConditionedAcquisition | None:
         step = artifact.adapter.next_step(artifact, list(S), max_cost)
         return None if step is None else int(step[0])
 
-    policy = ConditionedAcquisition(max_groups=max(1, min(J, POOL_GROUPS))).fit(
-        set_predictor(artifact), rows[0], rows[1],
-        groups=[g.tolist() for g in layout.groups], costs=layout.costs,
-        loss="log" if artifact.task == "classification" else "squared", pool=pool,
-        fallback=fallback)
-    table = policy.table_
-    table.ensure(np.arange(table.full + 1))  # decisions then only read the table
-    return policy
+    groups = [g.tolist() for g in layout.groups]
+    loss = "log" if artifact.task == "classification" else "squared"
+    table = LossTable(set_predictor(artifact), rows[0], rows[1], groups=groups,
+                      costs=layout.costs, loss=loss, pool=pool,
+                      predict_set=set_outputs(artifact, rows[0]))
+    return ConditionedAcquisition(max_groups=max(1, min(J, POOL_GROUPS))).fit(
+        None, rows[0], rows[1], groups=groups, costs=layout.costs, loss=loss,
+        fallback=fallback, table=table)
 
 
 def policy_of(artifact, *, wait: bool = False):
@@ -183,7 +220,8 @@ def answer(artifact, x: np.ndarray, S: list[int], max_cost: float | None,
     """One example's answer: ``x`` dense (d,), NaN outside the groups ``S``."""
     layout = artifact.layout
     out: dict[str, Any] = {"computed_groups": [layout.group_names[g] for g in S],
-                           "cost": layout.cost_of(S), "policy_building": False}
+                           "cost": layout.cost_of(S), "next_group": None, "stop_reason": None,
+                           "policy": "per-set", "policy_building": False}  # (in order)
     policy = policy_of(artifact)
     missing = [g for g in range(layout.n_groups) if g not in S]
     if policy is BUILDING:  # answered by the per-set rule until the build is done
@@ -199,15 +237,9 @@ def answer(artifact, x: np.ndarray, S: list[int], max_cost: float | None,
                                 "expected_gain": None, "gain_per_cost": None,
                                 "within_max_cost": None} for g in missing])
         return out
-    d = policy.decide(x, S, max_cost=max_cost, exchange_rate=exchange_rate)
-    listed = {c.group for c in d.candidates}
-    candidates = [_candidate(layout, c, True) for c in d.candidates]
-    over = [g for g in missing if g not in listed]
-    if over:  # the groups over the cap, with the same neighbours' figures
-        near = policy.neighbours(x, S, policy.rows_) if d.per_example else policy.rows_
-        candidates += [_candidate(layout, c, False) for c in
-                       policy._candidates(policy.table_.mask_of(S), over, near)]
-    candidates.sort(key=lambda c: layout.group_index[c["name"]])
+    d = policy.decide(x, S, max_cost=max_cost, exchange_rate=exchange_rate,
+                      every_missing=True)  # (over the cap too, with the same neighbours)
+    candidates = [_candidate(layout, c, c.within_max_cost) for c in d.candidates]
     out.update(next_group=_next(layout, d.group, d.expected_gain, d.interval),
                stop_reason=d.stop_reason,
                policy="per-example" if d.per_example else "per-set", candidates=candidates)
@@ -215,4 +247,4 @@ def answer(artifact, x: np.ndarray, S: list[int], max_cost: float | None,
 
 
 __all__ = ["BUILDING", "MAX_ROWS", "MIN_ROWS", "POOL_GROUPS", "answer", "build", "held_out_rows",
-           "policy_of", "set_predictor"]
+           "policy_of", "set_outputs", "set_predictor"]
