@@ -223,6 +223,30 @@ def test_computed_groups_and_parquet_rows(server, capsys, tmp_path):
     assert [r["prediction"] for r in read_jsonl(out)] == [a["prediction"] for a in capped]
 
 
+def test_parquet_columns_are_an_online_models_indices(server, capsys, tmp_path):
+    """Columns named by 0-based index, in any order; a null or a 0 is a value left out."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as parquet
+
+    rng = np.random.default_rng(3)
+    dense = rng.normal(size=(30, 20)).round(3)
+    dense[rng.random(size=dense.shape) < 0.5] = np.nan
+    order = rng.permutation(20)
+    table = pa.table({str(j): pa.array(dense[:, j].tolist(), from_pandas=True) for j in order}
+                     | {"label": [1] * 30})
+    path = str(tmp_path / "rows.pq")
+    parquet.write_table(table, path)
+    out = tmp_path / "scores.jsonl"
+    status, _, err = run(capsys, "predict", path, "--model", "spam", "--out", str(out),
+                         "--url", server, "--quiet", "--batch-size", "7")
+    assert status == 0, err
+    examples = [{"indices": np.flatnonzero(~np.isnan(row)).tolist(),
+                 "values": row[~np.isnan(row)].tolist()} for row in dense]
+    with FeaturebudgetClient(server) as client:
+        expected = client.predict("spam", examples).scores
+    assert [r["score"] for r in read_jsonl(out)] == expected
+
+
 CASES = {
     "missing file": (2, "cannot read"),
     "unknown model": (1, "no model named 'absent'"),
