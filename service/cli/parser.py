@@ -9,6 +9,7 @@ import argparse
 from service.cli.batch_chores import add_batch_chores
 from service.cli.data import add_fit_statistics, add_load
 from service.cli.model_chores import add_model_chores
+from service.cli.next_groups import add_next
 from service.cli.predict import add_predict
 from service.cli.process import add_process_commands
 from service.cli.remote import remote_options
@@ -16,7 +17,7 @@ from service.cli.remote import remote_options
 DESCRIPTION = """The ``featurebudget`` command: ``serve`` (the API), ``worker`` (the batch worker),
 ``load`` (bulk libsvm loader), ``predict`` (score a file into a file), the daily chores
 against a running service ``models list|create|show|delete`` and ``snapshot get|put``,
-the batch-model chores ``retrain``, ``versions``, ``rollback``, and ``fit-statistics`` (an
+the batch-model chores ``retrain``, ``versions``, ``rollback``, ``next``, and ``fit-statistics`` (an
 anytime model's statistics from files, on Dask)."""
 
 _EXAMPLES = """examples:
@@ -31,9 +32,10 @@ _EXAMPLES = """examples:
   featurebudget retrain house --wait                         # retrain a batch model, wait
   featurebudget versions house                               # its stored versions
   featurebudget rollback house 3                             # serve version 3 again
+  featurebudget next house examples.jsonl --max-cost 7       # next group per example
   featurebudget fit-statistics house shards/ --after-log-id end  # statistics from files
 
-The client commands (models, snapshot, load, predict, retrain, versions, rollback) talk to
+The client commands (models, snapshot, load, predict, retrain, versions, rollback, next) talk to
 --url (default $FEATUREBUDGET_URL or http://127.0.0.1:8000) with --api-key (default
 $FEATUREBUDGET_API_KEY). `featurebudget COMMAND --help` describes each command."""
 
@@ -47,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_load(commands)
     options = remote_options()
     add_batch_chores(commands, options)
+    add_next(commands, options)
     add_model_chores(commands, options)
     add_predict(commands, options)
     add_fit_statistics(commands)
