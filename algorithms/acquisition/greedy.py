@@ -8,8 +8,6 @@ is never bought first. O(J k) per decision after the neighbours.
 
 from __future__ import annotations
 
-import numpy as np
-
 from algorithms.acquisition.policy import (
     NOT_WORTH,
     NOTHING_FITS,

@@ -26,10 +26,11 @@ The expected gain is the plan's drop ``d_i = L[s, i] - L[m*, i]`` over ``N``:
 over ``N``, its cost and the ratio.
 
 Gate (``gate=True``): the window is split in halves ``A``, ``B`` (``random_state``); for
-every row of ``B`` (at most ``gate_rows / 2`` of them, drawn at random) and every cap in ``gate_caps`` (fractions of the pool's total cost),
-an episode from the empty set runs twice, with neighbours from ``A`` and with the per-set
-rule over ``A`` (largest mean gain per unit cost), and the final losses are averaged over
-the caps; then the halves swap, so every window row gives one paired difference. The
+every row of ``B`` (at most ``gate_rows / 2`` of them, drawn at random) and every cap in
+``gate_caps`` (fractions of the pool's total cost), an episode from the empty set runs
+twice, with neighbours from ``A`` and with the per-set rule over ``A`` (largest mean gain
+per unit cost), and the final losses are averaged over the caps; then the halves swap,
+so every row that ran gives one paired difference. The
 per-example rule is kept only when it lowers the mean loss by more than ``gate_z``
 standard errors of those differences; otherwise every decision is the per-set one
 (``fallback``, default the per-set rule over the whole window), so on data where values
@@ -156,7 +157,7 @@ class ConditionedAcquisition:
                 raise ValueError("table must hold the rows X")
             pool = table.pool
         elif pool is None:
-            if J <= self.max_groups:
+            if self.max_groups >= J:
                 pool = range(J)
             else:
                 self.sequence_ = self._per_set_sequence(predict, X, y, loss)

@@ -14,9 +14,9 @@ from algorithms.datasets.acquisition_synthetic import make_cube_nm
 from clients.http import FeaturebudgetClient
 from service.cli import main
 from service.settings import Settings
+from tests.service.test_next_per_example import NM_GROUPS, rows
 from tests.support.batch_data import named_examples
 from tests.support.live_server import live_server
-from tests.service.test_next_per_example import NM_GROUPS, rows
 
 BLOCKS = ("block_0", "block_1", "block_2")
 
