@@ -321,6 +321,7 @@ class ModelHost(Host):
             indices, values, names = view.indices, view.values, view.names
             examples, updates, position = view.n_examples, view.n_updates, view.log_id
             progressive, correct = view.progressive_examples, view.progressive_correct
+            applied_at = view.applied_at
         else:
             learner = self.learner
             indices, values = learner.weights()
@@ -328,6 +329,7 @@ class ModelHost(Host):
             examples, updates = int(learner.n_examples_), int(learner.n_updates_)
             position = self.applied_id
             progressive, correct = self.progressive_examples, self.progressive_correct
+            applied_at = self.applied_at
         public: dict[str, Any] = dict(
             name=self.name, algorithm=self.spec.algorithm, params=self.spec.params,
             budget=self.spec.budget, n_features=self.n_features, hash_bits=self.spec.hash_bits,
@@ -336,7 +338,8 @@ class ModelHost(Host):
             examples_applied=examples, updates=updates,
             log_position=position, log_end=log_end,
             progressive_accuracy=correct / progressive if progressive else None,
-            progressive_examples=progressive, n_selected=int(len(indices)), owner=self.owner)
+            progressive_examples=progressive, n_selected=int(len(indices)), owner=self.owner,
+            applied_at=applied_at or None)
         if features:
             order = np.argsort(-np.abs(values), kind="stable")[:limit]
             public["selected_features"] = [

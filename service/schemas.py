@@ -188,6 +188,8 @@ class ModelPublic(BaseModel):
     n_selected: int
     selected_features: list[SelectedFeature] | None = None
     owner: bool = Field(description="whether this process folds the log into the learner")
+    applied_at: float | None = Field(None, description="when the state last changed: examples "
+                                     "applied, or restored (Unix time; null: neither yet)")
 
 
 class BatchModelPublic(BaseModel):

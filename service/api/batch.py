@@ -16,8 +16,9 @@ from service.api.deps import (
 )
 from service.api.media import request_media_type, require_json
 from service.api.openapi import NEXT_BODIES, RETRAIN_LINKS, body_schema
-from service.batch.page import models_page, sequence_page
-from service.errors import MalformedBodyError, item_error
+from service.batch.model_pages import models_page, notice_page
+from service.batch.page import sequence_page
+from service.errors import MalformedBodyError, ServiceError, item_error
 from service.priority import predicting
 from service.schemas import (
     JobList,
@@ -104,9 +105,17 @@ async def sequence(model: str, manager: Manager) -> Response:
 
 @router.get("/sequence.html", response_class=HTMLResponse, dependencies=[ReadAccess])
 async def sequence_html(model: str, manager: Manager) -> HTMLResponse:
-    """The anytime curve and the sequence of the served version, as a page."""
-    host = await manager.get(model)
-    rows = await host.sequence()
+    """The anytime curve and the sequence of the served version, as a page; without one
+    (no version yet, an online model, an unknown name) a page saying why and what to do,
+    with the status the API answers."""
+    try:
+        host = await manager.get(model)
+        if host.kind == "batch":
+            await host.models.require_version(host)
+        rows = await host.sequence()
+    except ServiceError as exc:
+        return HTMLResponse(notice_page(model, exc.detail, exc.status),
+                            status_code=exc.status)
     return HTMLResponse(sequence_page(host.name, host.family, host.spec.task, rows))
 
 

@@ -1,5 +1,6 @@
 """Self-contained HTML pages: the curve of a batch model's served version (inline SVG drawn
-here, no script, nothing fetched) with its sequence as a table, and the list of models.
+here, no script, nothing fetched) with its sequence as a table and a legend (the list of
+models: :mod:`service.batch.model_pages`).
 
 The sequence rows (``Artifact.sequence()``) carry, besides ``groups``, ``name``, ``cost`` and
 ``cumulative_cost``, figures named ``[<half>_]<part>_<metric>``: ``half`` is ``anytime`` or
@@ -33,6 +34,9 @@ th { background: #f4f4f4; vertical-align: bottom; } th.group { text-align: cente
 th.group, th.metric { white-space: nowrap; }
 td.name, th.name { text-align: left; }
 .muted { color: #777; } svg text { font: 12px system-ui, sans-serif; }
+#curve { max-width: 100%; height: auto; } .wide { overflow-x: auto; }
+.how { color: #444; max-width: 760px; } .how dt { font-weight: 600; }
+.how dd { margin: 0 0 0.4em 1.5em; }
 """
 
 # the halves of a model that answers each set with one of two (auto): colour and dash
@@ -42,8 +46,11 @@ HALVES = tuple(_HALF_STYLE)
 PARTS = ("train", "validation")
 METRICS = {"explained_variance": "explained variance", "rmse": "RMSE", "error": "error",
            "log_loss": "log-loss"}
-_FIXED = ("groups", "name", "cost", "cumulative_cost")
-_EXTRA = {"trees": "trees used", "answered_by": "answered by"}
+_FIXED = ("groups", "name", "cost", "cumulative_cost", "splits")
+_EXTRA = {"trees": "trees used", "splits_on_groups": "splits on these groups",
+          "answered_by": "answered by"}
+_VARYING = {"trees"}  # shown only when they differ between rows (else the legend says it)
+_LOWER_BETTER = {"rmse", "error", "log_loss"}
 _HALF_LABEL = {None: "", **{half: f"{half} half" for half in HALVES}}
 _HALF_COLOR = {half: color for half, (color, _) in _HALF_STYLE.items()}
 # the text of a half (auto's "answered by"): a class, not a style attribute (the policy
@@ -367,14 +374,15 @@ def _columns(rows: list[dict[str, Any]], task: str) -> list[tuple[str, str, str,
     columns = [("groups", "", "#", False), ("name", "", "group added", True),
                ("cost", "", "cost", False), ("cumulative_cost", "", "cumulative cost", False)]
     columns += [(key, "", label, False) for key, label in _EXTRA.items()
-                if _present(rows, key)]
+                if _present(rows, key) and (key not in _VARYING or
+                                            len({row.get(key) for row in rows}) > 1)]
     for f in sorted(figures, key=lambda f: _sort_key(f, order)):
         half = _HALF_LABEL[f.half] if f.half else ("combined" if halves else "")
         group = header(half, f.part)
         said = set(group.lower().split())
         label = " ".join(w for w in metric_label(f.metric).split() if w.lower() not in said)
         columns.append((f.key, group, header(label or metric_label(f.metric)), False))
-    known = {column[0] for column in columns} | set(_FIXED)
+    known = {column[0] for column in columns} | set(_FIXED) | set(_EXTRA)
     for row in rows:  # any figure of a newer kind: listed as it is named
         for key, value in row.items():
             if key not in known and value is not None:
@@ -428,6 +436,8 @@ def sequence_page(model: str, family: str, task: str, sequence: dict[str, Any]) 
                 text = f"{value:.4g}"
             elif key == "answered_by" and value in _HALF_COLOR:
                 text = f'<span class="half-{value}">{cell(value)}</span>'
+            elif key == "splits_on_groups" and _finite(row.get("splits")) and _finite(value):
+                text = f"{value} of {row['splits']}"
             else:
                 text = cell(value)
             cells.append(f'<td{" class=name" if left else ""}>{text}</td>')
@@ -443,11 +453,41 @@ def sequence_page(model: str, family: str, task: str, sequence: dict[str, Any]) 
 <p><a href="/ui">all models</a></p>
 <h1>{html.escape(model)} <span class="muted">({about}{", " if about else ""}version
 {cell(version)}, trained {when})</span></h1>
+{how_to_read(rows, task)}
 {curve_svg(sequence, family, task)}
-<table id="sequence">{head}
+<div class="wide"><table id="sequence">{head}
 {"".join(body)}
-</table>{specialists_table(sequence.get("specialists"), task)}</body></html>
+</table></div>{specialists_table(sequence.get("specialists"), task)}</body></html>
 """
+
+
+def how_to_read(rows: list[dict[str, Any]], task: str) -> str:
+    """The page's legend: what a row, the curve and each extra column mean. O(rows)."""
+    plotted = plotted_metric(task, _figures(rows))
+    label = metric_label(plotted) if plotted else "figure"
+    better = "lower" if plotted in _LOWER_BETTER else "higher"
+    free = not any(_finite(r.get("cumulative_cost")) and r["cumulative_cost"] > 0
+                   for r in rows)
+    against = "their number (every group is free)" if free else "their cumulative cost"
+    items = [("Rows", "the model asks for its groups in this order; row k is its answer "
+                      "with the first k groups computed and the others missing."),
+             ("Curve", f"{html.escape(label)} of those answers on held-out rows (validation; "
+                       f"train: on training rows) against {against}; {better} is better. A "
+                       "flat step: that group added little for what it costs.")]
+    if _present(rows, "splits_on_groups"):
+        trees = rows[-1].get("trees")
+        items.append(("Splits on these groups", "of the split nodes of the trees that answer "
+                      "(" + (f"all {trees} trees at every row" if _finite(trees) and
+                             len({r.get("trees") for r in rows}) == 1 else "trees used") +
+                      "), how many test a feature of a computed group; at the others every "
+                      "example takes the learned default direction (none: one answer for "
+                      "all)."))
+    if _present(rows, "answered_by"):
+        items.append(("Answered by", "the half (anytime: linear; gbfs: trees) that answers "
+                                     "with those groups, the better on held-out rows."))
+    terms = "".join(f"<dt>{term}</dt><dd>{text}</dd>" for term, text in items)
+    return f'<dl class="how" id="how-to-read">{terms}</dl>'
+
 
 
 def specialists_table(specialists: Any, task: str) -> str:
@@ -475,29 +515,3 @@ def specialists_table(specialists: Any, task: str) -> str:
         rows.append(f'<tr><td class="name">{cell(label)}</td><td>{cell(entry.get("kind"))}'
                     f'</td><td>{cell(entry.get("answers"))}</td>{figures}</tr>')
     return f'\n<table id="specialists">{top}{below}\n{"".join(rows)}\n</table>'
-
-
-
-def models_page(models: list[dict[str, Any]]) -> str:
-    rows = []
-    for info in models:
-        name = html.escape(str(info["name"]))
-        batch = "family" in info
-        link = f'<a href="/v1/models/{name}/sequence.html">curve</a>' \
-            if batch and info.get("version") is not None else ""
-        version = cell(info.get("version")) if batch else "online"
-        kind = info.get("task")
-        rows.append(f"<tr><td class=name>{name}</td><td class=name>"
-                    f"{cell(info.get('algorithm'))}</td><td class=name>{cell(kind)}</td>"
-                    f"<td>{version}</td><td>{cell(info.get('examples_applied'))}</td>"
-                    f"<td class=name>{link}</td></tr>")
-    body = "".join(rows) or '<tr><td class=name colspan="6">no models yet</td></tr>'
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
-<title>featurebudget models</title>
-<style>{_STYLE}</style></head><body><h1>featurebudget models</h1>
-<table id="models"><tr><th class="name">model</th><th class="name">algorithm</th>
-<th class="name">task</th><th>version</th><th>examples applied</th><th class="name"></th>
-</tr>{body}</table>
-</body></html>
-"""

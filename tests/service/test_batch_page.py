@@ -1,7 +1,9 @@
 """The sequence pages in a real headless browser (Debian's chromium), for every family: they
 load without console errors, never print a Python None, plot the family's figure with nice
 ticks on both axes and the legend outside the plot area, list every figure with headers
-that say each word once; the screenshot holds the plotted curves."""
+that say each word once, say how to read them, and fit a narrow window; the screenshot holds
+the plotted curves. The models page shows what each kind of model has; a model with no
+curve to show gets a page saying why."""
 
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ import httpx
 import numpy as np
 import pytest
 
-from service.batch import page
+from service.batch import model_pages, page
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
 from tests.support.ports import free_port
-from tests.support.processes import wait_ready
+
+PORTS = range(18340, 18360)  # this suite's loopback ports
+from tests.support.processes import stop, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN, VALIDATION = (0x1F, 0x77, 0xB4), (0xD6, 0x27, 0x28)  # the page's series colors
@@ -50,8 +54,9 @@ EXPECTED = {
     "anytime-class": ({"validation"}, "validation error",
                       {"error", "log-loss", "explained variance"}),
     "gbfs-reg": ({"train", "validation"}, "explained variance",
-                 {"explained variance", "RMSE", "trees used"}),
-    "gbfs-class": ({"train", "validation"}, "error", {"error", "log-loss", "trees used"}),
+                 {"explained variance", "RMSE", "splits on these groups"}),
+    "gbfs-class": ({"train", "validation"}, "error",
+                   {"error", "log-loss", "splits on these groups"}),
     "auto-reg": ({"combined validation", "anytime-validation", "gbfs-validation"},
                  "validation explained variance",
                  {"answered by", "combined validation", "anytime half validation",
@@ -75,10 +80,11 @@ def chromium() -> str:
     pytest.skip("no chromium on this machine (apt-get install chromium)")
 
 
-def browse(url: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def browse(url: str, tmp_path: Path, *args: str, width: int = 1000
+           ) -> subprocess.CompletedProcess:
     command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
                "--disable-dev-shm-usage", "--enable-logging=stderr", "--v=0",
-               f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1000,900", *args, url]
+               f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={width},900", *args, url]
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
@@ -209,9 +215,9 @@ def check_curve(svg: ET.Element) -> dict:
 @pytest.fixture(scope="module")
 def served_model(tmp_path_factory):
     """A server with one trained model of every family and task (one whose groups all cost
-    0), and one never trained."""
+    0), one never trained and an online learner with examples."""
     tmp_path = tmp_path_factory.mktemp("page")
-    port = free_port()
+    port = free_port(PORTS)
     env = dict(os.environ, FEATUREBUDGET_DATA_DIR=str(tmp_path / "data"),
                FEATUREBUDGET_JOB_POLL_SECONDS="0.05")
     env.pop("FEATUREBUDGET_REDIS_URL", None)
@@ -220,7 +226,7 @@ def served_model(tmp_path_factory):
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process)
+        wait_ready(url, process, timeout=900)  # (a busy machine compiles its kernels)
         X, y = diabetes()
         labels = np.where(y > np.median(y), 1.0, -1.0)
         for name, (algorithm, task, params, groups) in MODELS.items():
@@ -237,6 +243,13 @@ def served_model(tmp_path_factory):
         body = {"name": "untrained", "algorithm": "gbfs", "groups": DIABETES_GROUPS,
                 "params": NO_POLICY}
         assert httpx.post(f"{url}/v1/models", json=body).status_code == 201
+        body = {"name": "online", "algorithm": "sofs", "n_features": 10, "budget": 3}
+        assert httpx.post(f"{url}/v1/models", json=body).status_code == 201
+        rows = [{"indices": [k % 10, (3 * k + 1) % 10], "values": [1.0, -0.5],
+                 "label": 1 if k % 3 else -1} for k in range(50)]
+        response = httpx.post(f"{url}/v1/models/online/examples?wait=true",
+                              json={"examples": rows}, timeout=30)
+        assert response.status_code == 202, response.text
         deadline = time.monotonic() + 90
         for name in MODELS:
             while httpx.get(f"{url}/v1/models/{name}").json()["version"] != 1:
@@ -244,8 +257,7 @@ def served_model(tmp_path_factory):
                 time.sleep(0.05)
         yield url, tmp_path
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process)
 
 
 def test_page_loads_without_console_errors_and_shows_the_sequence(served_model, tmp_path):
@@ -304,7 +316,7 @@ def test_the_models_page_prints_no_none(served_model, tmp_path):
     for name in MODELS:
         assert f"/v1/models/{name}/sequence.html" in dom
     untrained = re.search(r"<tr><td class=\"name\">untrained</td>(.*?)</tr>", dom).group(1)
-    assert page.DASH in untrained and "sequence.html" not in untrained
+    assert page.DASH in untrained and ">no version yet</a>" in untrained
 
 
 def test_screenshot_shows_both_curves(served_model, tmp_path):
@@ -361,3 +373,145 @@ def test_ticks_are_nice_numbers(low, high):
     ticks, step = page.nice_ticks(low, high)
     assert ticks[0] <= low and ticks[-1] >= high and 2 <= len(ticks) <= 8
     assert_nice([page.tick_label(v, step) for v in ticks])
+
+
+def cells_of(dom: str, name: str) -> list[str]:
+    """The text of every cell of the models page's row of ``name``."""
+    row = re.search(rf'<tr><td class="name">{name}</td>(.*?)</tr>', dom, re.S).group(1)
+    return [re.sub(r"<[^>]+>", "", text) for text in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+
+
+def test_the_models_page_shows_what_an_online_model_has(served_model, tmp_path):
+    url, _ = served_model
+    dom = dump(f"{url}/ui", tmp_path)
+    info = httpx.get(f"{url}/v1/models/online").json()
+    kind, version, examples, kept, accuracy, updated, link = cells_of(dom, "online")[1:]
+    assert (kind, version, link) == ("online", page.DASH, "")
+    assert int(examples) == info["examples_applied"] == 50
+    assert kept == f"{info['n_selected']} of 3" and 0 < info["n_selected"] <= 3
+    assert accuracy == f"{info['progressive_accuracy']:.4f}"
+    assert abs(info["applied_at"] - time.time()) < 3600
+    assert updated == time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(info["applied_at"]))
+    d = httpx.get(f"{url}/v1/models/d").json()  # a batch model: its version and training
+    assert cells_of(dom, "d")[1:3] == ["anytime, regression", "1"]
+    assert cells_of(dom, "d")[-2:] == [model_pages.when(d["version_created_at"]), "curve"]
+    assert 'id="how-to-read"' in dom and "features kept" in dom
+
+
+@pytest.mark.parametrize("name,says", [
+    ("d", ["explained variance of those answers", "higher is better", "cumulative cost"]),
+    ("gbfs-reg", ["Splits on these groups", "all 18 trees at every row"]),
+    ("gbfs-class", ["error of those answers", "lower is better", "Splits on these groups"]),
+    ("auto-class", ["Answered by", "lower is better"]),
+    ("free", ["their number (every group is free)"]),
+])
+def test_the_sequence_page_says_how_to_read_it(served_model, tmp_path, name, says):
+    url, _ = served_model
+    dom = dump(f"{url}/v1/models/{name}/sequence.html", tmp_path)
+    legend = re.search(r'<dl class="how" id="how-to-read">(.*?)</dl>', dom, re.S).group(1)
+    text = " ".join(re.sub(r"<[^>]+>", " ", legend).split())
+    assert text.startswith("Rows the model asks for its groups in this order")
+    for phrase in says:
+        assert phrase in text, (phrase, text)
+
+
+@pytest.mark.parametrize("name", ["gbfs-reg", "gbfs-class"])
+def test_gbfs_rows_say_how_many_splits_read_their_groups(served_model, tmp_path, name):
+    """Every prefix's count of the answering trees' splits on its groups: none with no
+    group computed, growing with the prefix to every split with all groups; the page shows
+    it as "k of N" and leaves the trees used out when they are the same at every row."""
+    url, _ = served_model
+    rows = httpx.get(f"{url}/v1/models/{name}/sequence").json()["prefixes"]
+    counts = [row["splits_on_groups"] for row in rows]
+    assert counts[0] == 0 and len(set(counts)) > 2, counts
+    assert rows[-1]["splits_on_groups"] == rows[-1]["splits"] > 0
+    for before, after in zip(rows, rows[1:]):  # the same trees: never fewer
+        assert before["trees"] != after["trees"] or \
+            before["splits_on_groups"] <= after["splits_on_groups"]
+    dom = dump(f"{url}/v1/models/{name}/sequence.html", tmp_path)
+    shown = re.findall(r"<td>(\d+) of (\d+)</td>", dom)
+    assert [(int(k), int(n)) for k, n in shown] == \
+        [(row["splits_on_groups"], row["splits"]) for row in rows]
+    said = headers(dom)
+    assert ("trees used" in said) == (len({row["trees"] for row in rows}) > 1)
+    assert "splits" not in said and "trees" not in said
+
+
+def test_the_chart_fits_a_narrow_window(served_model, tmp_path):
+    """At 500 px the curve is scaled down, not cut: it ends inside the window (the
+    validation curve's last step reaches the plot's right end) and both curves show."""
+    url, _ = served_model
+    shot = tmp_path / "narrow.png"
+    result = browse(f"{url}/v1/models/d/sequence.html", tmp_path, f"--screenshot={shot}",
+                    width=500)
+    assert shot.exists(), result.stderr[-2000:]
+    from PIL import Image
+
+    image = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    assert image.shape[1] == 500
+    red = np.abs(image - np.array(VALIDATION)).sum(axis=2) < 40
+    columns = np.flatnonzero(red.any(axis=0))
+    pixels = series_pixels(shot)
+    assert pixels["train"] > 100 and pixels["validation"] > 100, pixels
+    assert columns.max() < 480 and columns.max() > 300, columns.max()
+
+
+@pytest.mark.parametrize("name,status,says", [
+    ("untrained", 409, ["has no published version yet", "POST /v1/models/untrained/retrain",
+                        "featurebudget retrain untrained --wait"]),
+    ("online", 409, ["online model"]),
+    ("missing", 404, ["missing"]),
+])
+def test_a_model_without_a_curve_gets_a_page_saying_why(served_model, tmp_path, name,
+                                                        status, says):
+    url, _ = served_model
+    response = httpx.get(f"{url}/v1/models/{name}/sequence.html")
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("text/html")
+    dom = dump(f"{url}/v1/models/{name}/sequence.html", tmp_path)
+    text = " ".join(re.sub(r"<[^>]+>", " ", dom).split())
+    assert "problem+json" not in text and '"detail"' not in text
+    assert f"{name} (no curve to show: {status})" in text
+    for phrase in says:
+        assert phrase in text, (phrase, text)
+
+
+def test_splits_on_groups_count_what_the_answer_can_read():
+    """For every set of groups: no split on its groups means one answer for every row; a
+    larger set never counts fewer splits of the same trees; a group of a constant feature
+    (no tree can split on it) adds none; all groups count every split."""
+    from itertools import combinations
+
+    import scipy.sparse as sp
+
+    from algorithms.gbfs import GBFS
+    from service.batch.curves import masked_dense
+    from service.batch.families.gbfs import splits_on_groups
+    from service.batch.layout import BatchLayout
+    from service.schemas import ModelCreate
+
+    X, y = diabetes()
+    X = np.column_stack([X, np.ones(len(y))])[:300]
+    groups = [*DIABETES_GROUPS, {"name": "constant", "features": ["one"], "cost": 1.0}]
+    layout = BatchLayout(ModelCreate(name="t", algorithm="gbfs", groups=groups))
+    model = GBFS(loss="squared", feature_groups=[layout.group_features(g).tolist()
+                                                 for g in range(5)],
+                 group_costs=layout.costs, n_estimators=15, max_depth=3,
+                 random_state=0).fit(X, y[:300])
+    counts = {}
+    for k in range(6):
+        for S in combinations(range(5), k):
+            counts[S], total = splits_on_groups(model, layout, S)
+            rows = masked_dense(sp.csr_matrix(X), layout.features_of(S))
+            scores = model.decision_function(rows, computed_groups=list(S))
+            if counts[S] == 0:
+                assert np.ptp(scores) == 0, S
+            same_trees = model.trees_used(S)
+            for smaller in combinations(S, k - 1) if k else ():
+                if model.trees_used(smaller) == same_trees and \
+                        model.answers_unmasked(smaller) == model.answers_unmasked(S):
+                    assert counts[smaller] <= counts[S], (smaller, S)
+            if 4 in S and model.answers_unmasked(S) == model.answers_unmasked(S[:-1]):
+                assert counts[S] == counts[S[:-1]], S
+    assert counts[()] == 0 and counts[(4,)] == 0
+    assert counts[(0, 1, 2, 3, 4)] == splits_on_groups(model, layout, range(5))[1] > 0

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from service.api.docs import policy as docs_policy
 from service.app import create_app
-from service.batch import page
+from service.batch import model_pages, page
 from service.batch.requests import cost_cap
 from service.errors import InputError
 from service.schemas import ModelCreate
@@ -135,7 +135,9 @@ def test_the_policy_admits_exactly_the_pages_style():
              "answered_by": "gbfs", "validation_error": 0.25}]
     pages = [page.sequence_page("m", "auto", "classification",
                                 {"prefixes": rows, "version": 1, "created_at": 0.0}),
-             page.models_page([{"name": "m", "algorithm": "sofs", "examples_applied": 3}])]
+             model_pages.models_page([{"name": "m", "algorithm": "sofs",
+                                       "examples_applied": 3}]),
+             model_pages.notice_page("m", "no version yet", 409)]
     for text in pages:
         assert " style=" not in text and "<script" not in text.lower()
         (style,) = re.findall(r"<style>(.*?)</style>", text, flags=re.S)

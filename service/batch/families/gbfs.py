@@ -35,6 +35,18 @@ def all_trees(model) -> bool:
     return model.uncomputed == "missing"
 
 
+def splits_on_groups(model, layout: BatchLayout, S) -> tuple[int, int]:
+    """(split nodes that test a feature of a group of ``S``, all split nodes) of the trees
+    that answer ``S``: at the others an example follows the learned default direction, so
+    0 means one answer for every example. O(trees x nodes)."""
+    trees = model.unmasked_tree_feature_ if model.answers_unmasked(S) else \
+        model.tree_feature_
+    trees = trees[:int(model.trees_used(S))]
+    inner = trees >= 0
+    on = inner & np.isin(trees, layout.features_of(S))
+    return int(np.count_nonzero(on)), int(np.count_nonzero(inner))
+
+
 def check_groups(model, layout: BatchLayout, groups, costs) -> None:
     """ValueError unless a tree model's width, groups and costs are the layout's."""
     D = layout.n_features
@@ -230,7 +242,8 @@ class GBFSFamily(BatchFamily):
         return [int(g) for g in artifact.model.selected_groups_]
 
     def sequence_figures(self, artifact, S, j, metrics):
-        row: dict[str, Any] = {}
+        on, splits = splits_on_groups(artifact.model, artifact.layout, S)
+        row: dict[str, Any] = {"splits_on_groups": on, "splits": splits}
         if all_trees(artifact.model):
             row["trees"] = int(artifact.model.trees_used(S))
             for part in ("train", "validation"):
