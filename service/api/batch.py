@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
@@ -93,7 +94,17 @@ async def next_group(model: str, request: Request, manager: Manager,
     if not isinstance(document, dict):
         raise item_error("body must be an object", field="body")
     with predicting():
-        return await host.next_group(document)
+        answer = await host.next_group(document)
+    if "answers" in answer:  # built in NextAnswers' shape: written as is (0.3 ms less)
+        return Response(orjson.dumps(answer, default=_plain), media_type="application/json")
+    return answer
+
+
+def _plain(value):
+    """A numpy scalar as the Python number orjson writes (TypeError for anything else)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 @router.get("/sequence", dependencies=[ReadAccess])
