@@ -853,7 +853,8 @@ SUMMARY_COLUMNS = ["data set", "n", "groups", "auto vs lgbm-masked (prefix / non
                    "auto vs refit (prefix / non-prefix / hot / mix)",
                    "gbfs vs gbfs-nomask (all groups)", "best iteration (masked / refit)",
                    "gbfs trees kept (masked / unmasked)", "gbfs splits on S (non-prefix)",
-                   "fit s (auto / gbfs / lgbm-masked / refit)"]
+                   "fit s (auto / gbfs / lgbm-masked / refit)",
+                   "anytime vs refit-linear (prefix / non-prefix)"]
 
 
 def summary_rows(results: dict) -> list[dict]:
@@ -885,7 +886,8 @@ def summary_rows(results: dict) -> list[dict]:
             SUMMARY_COLUMNS[8]: number("gbfs", "non-prefix_share_split_on_computed",
                                        fmt="{:.0%}"),
             SUMMARY_COLUMNS[9]: " / ".join(number(m, "fit_seconds", fmt="{:.2f}") for m in
-                                           ("auto", "gbfs", "lgbm-masked", "refit"))})
+                                           ("auto", "gbfs", "lgbm-masked", "refit")),
+            SUMMARY_COLUMNS[10]: verdict("anytime vs refit-linear", ("prefix", "non-prefix"))})
     return rows
 
 
