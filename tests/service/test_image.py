@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 from service.cli import build_parser
 from tests.support.processes import DOCKER, ROOT
@@ -103,8 +104,15 @@ def test_copies_what_the_wheel_is_built_from_and_commands_parse():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     copied = {exec_form(a)[0] for k, a in stages()[0] if k == "COPY"}
     copied = {part for item in copied for part in item.split()}
-    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
-    assert packages <= copied, packages - copied
+    find = project["tool"]["setuptools"]["packages"]["find"]
+    packages = {p.rstrip("*") for p in find["include"]}
+    # each package's folder (under the first `where` root holding it) is copied itself or
+    # inside a copied folder (featurebudget_client lives in clients/featurebudget-client)
+    folders = {next(Path(root, name) for root in find.get("where", ["."])
+                    if (ROOT / root / name).is_dir()) for name in packages}
+    missing = {str(f) for f in folders
+               if not any(part in copied for part in [str(f), *map(str, f.parents)])}
+    assert not missing, missing
     sources = [a.split() for k, a in stages()[0] if k == "COPY"]
     for source in sources:
         for path in source[:-1]:
