@@ -114,7 +114,12 @@ async def sequence(model: str, manager: Manager) -> Response:
     return Response(orjson.dumps(payload), media_type="application/json")
 
 
-@router.get("/sequence.html", response_class=HTMLResponse, dependencies=[ReadAccess])
+_NOTICE_PAGE = {"description": "A page saying why there is no curve and what to do",
+                "content": {"text/html": {"schema": {"type": "string"}}}}
+
+
+@router.get("/sequence.html", response_class=HTMLResponse, dependencies=[ReadAccess],
+            responses={404: _NOTICE_PAGE, 409: _NOTICE_PAGE})
 async def sequence_html(model: str, manager: Manager) -> HTMLResponse:
     """The anytime curve and the sequence of the served version, as a page; without one
     (no version yet, an online model, an unknown name) a page saying why and what to do,
