@@ -16,7 +16,7 @@ from service.api.deps import (
     read_body,
 )
 from service.api.media import request_media_type, require_json
-from service.api.openapi import NEXT_BODIES, RETRAIN_LINKS, body_schema
+from service.api.openapi import ERROR_RESPONSES, NEXT_BODIES, RETRAIN_LINKS, body_schema
 from service.batch.model_pages import models_page, notice_page
 from service.batch.page import sequence_page
 from service.errors import MalformedBodyError, ServiceError, item_error
@@ -114,22 +114,29 @@ async def sequence(model: str, manager: Manager) -> Response:
     return Response(orjson.dumps(payload), media_type="application/json")
 
 
-_NOTICE_PAGE = {"description": "A page saying why there is no curve and what to do",
-                "content": {"text/html": {"schema": {"type": "string"}}}}
+def _notice(status: int) -> dict:
+    """404/409 of the page: problem+json, or for a browser (Accept naming text/html) a page
+    saying why there is no curve and what to do."""
+    response = ERROR_RESPONSES[status]
+    return {**response, "content": {**response["content"],
+                                    "text/html": {"schema": {"type": "string"}}}}
 
 
 @router.get("/sequence.html", response_class=HTMLResponse, dependencies=[ReadAccess],
-            responses={404: _NOTICE_PAGE, 409: _NOTICE_PAGE})
-async def sequence_html(model: str, manager: Manager) -> HTMLResponse:
+            responses={404: _notice(404), 409: _notice(409)})
+async def sequence_html(model: str, manager: Manager, request: Request) -> HTMLResponse:
     """The anytime curve and the sequence of the served version, as a page; without one
-    (no version yet, an online model, an unknown name) a page saying why and what to do,
-    with the status the API answers."""
+    (no version yet, an online model, an unknown name) the API's problem+json, or for a
+    browser (its Accept names text/html) a page saying why and what to do, with the same
+    status."""
     try:
         host = await manager.get(model)
         if host.kind == "batch":
             await host.models.require_version(host)
         rows = await host.sequence()
     except ServiceError as exc:
+        if "text/html" not in request.headers.get("accept", ""):
+            raise
         return HTMLResponse(notice_page(model, exc.detail, exc.status),
                             status_code=exc.status)
     return HTMLResponse(sequence_page(host.name, host.family, host.spec.task, rows))

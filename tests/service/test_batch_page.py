@@ -465,9 +465,13 @@ def test_the_chart_fits_a_narrow_window(served_model, tmp_path):
 def test_a_model_without_a_curve_gets_a_page_saying_why(served_model, tmp_path, name,
                                                         status, says):
     url, _ = served_model
-    response = httpx.get(f"{url}/v1/models/{name}/sequence.html")
+    response = httpx.get(f"{url}/v1/models/{name}/sequence.html",
+                         headers={"accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
     assert response.status_code == status
     assert response.headers["content-type"].startswith("text/html")
+    api = httpx.get(f"{url}/v1/models/{name}/sequence.html")   # a client, not a browser
+    assert api.status_code == status
+    assert api.headers["content-type"].startswith("application/problem+json")
     dom = dump(f"{url}/v1/models/{name}/sequence.html", tmp_path)
     text = " ".join(re.sub(r"<[^>]+>", " ", dom).split())
     assert "problem+json" not in text and '"detail"' not in text
