@@ -5,7 +5,8 @@ directory. A block is not run when the line before its fence (blank lines aside)
 ``<!-- snippet: skip REASON -->``; keep that for what truly cannot run here (docker, other
 hosts). A ```bash block runs only when the line before its fence is
 ``<!-- snippet: run -->``: a document's marked blocks run in order in one bash script against
-the real service, every curl answering 2xx.
+the real service (one for every document), every curl answering 2xx; each bash block of
+docs/ is marked to run or to be skipped, with the reason.
 
 A document whose blocks talk to ``http://127.0.0.1:8000`` (or ``localhost:8000``, or the
 README's second service, ``127.0.0.1:8001``) gets the real service on a loopback port for
@@ -310,28 +311,60 @@ def _shell_params():
             if marked_shell_blocks(path.read_text(encoding="utf-8"))]
 
 
-@pytest.mark.parametrize("path", _shell_params())
-def test_marked_shell_snippets_run(path: Path, tmp_path):
-    """The marked shell blocks of a document run in order in one bash script against the
-    real service (embedded backend, its URL put in place of ``localhost:8000``); every curl
-    must answer 2xx (``--fail-with-body``), every command exit 0."""
-    import subprocess
-    import sys
+@pytest.mark.parametrize("path", [p for p in DOCUMENTS if p.parent.name == "docs"],
+                         ids=lambda p: p.name)
+def test_every_shell_block_is_marked(path: Path):
+    """Each ```bash block of docs/ either runs (``<!-- snippet: run -->``) or says why it
+    cannot here (``<!-- snippet: skip REASON -->``): a new block is one or the other."""
+    text = path.read_text(encoding="utf-8")
+    runs = {b.line for b in marked_shell_blocks(text)}
+    unmarked = [b.line for b in fenced_blocks(text) if b.language in ("bash", "sh", "shell")
+                and b.line not in runs and b.skip in (None, "no reason given")]
+    assert not unmarked, (f"{path.name}: the bash blocks at lines {unmarked} have neither "
+                          "<!-- snippet: run --> nor <!-- snippet: skip REASON -->")
 
+
+def test_marked_and_unmarked_shell_blocks_are_told_apart():
+    text = "<!-- snippet: run -->\n```bash\ntrue\n```\n```bash\nfalse\n```\n" \
+           "<!-- snippet: skip needs docker -->\n```bash\ndocker ps\n```\n"
+    assert [b.line for b in marked_shell_blocks(text)] == [2]
+    assert [(b.line, b.skip) for b in fenced_blocks(text)] == [
+        (2, None), (5, None), (9, "needs docker")]
+
+
+@pytest.fixture(scope="module")
+def shell_service(tmp_path_factory):
+    """One service (embedded backend, batch worker in-process) for every document's shell
+    blocks: the documents create distinct models (checked above)."""
     from service.settings import Settings
     from tests.support.live_server import live_server
 
-    settings = Settings(redis_url=None, data_dir=tmp_path / "data", api_keys="",
-                        batch_worker=True, consumer_block_ms=20, job_poll_seconds=0.05)
+    settings = Settings(redis_url=None, data_dir=tmp_path_factory.mktemp("data"),
+                        api_keys="", batch_worker=True, consumer_block_ms=20,
+                        job_poll_seconds=0.05)
+    with live_server(settings, start_timeout=600) as url:
+        yield url
+
+
+@pytest.mark.parametrize("path", _shell_params())
+def test_marked_shell_snippets_run(path: Path, tmp_path, shell_service):
+    """The marked shell blocks of a document run in order in one bash script against the
+    real service (its URL put in place of ``localhost:8000``), from a folder where the
+    repository's ``examples/`` and ``docker/`` are at hand; every curl must answer 2xx
+    (``--fail-with-body``), every command exit 0."""
+    import subprocess
+    import sys
+
+    for folder in ("examples", "docker"):
+        (tmp_path / folder).symlink_to(ROOT / folder, target_is_directory=True)
     lines = ["set -euo pipefail",
              'curl() { command curl --fail-with-body -sS "$@"; echo; }']
-    with live_server(settings, start_timeout=600) as url:
-        address = url.removeprefix("http://")
-        for block in marked_shell_blocks(path.read_text(encoding="utf-8")):
-            code = re.sub(r"\b(localhost|127\.0\.0\.1):8000\b", address, block.code)
-            lines += [f"echo '--- {path.name} line {block.line}' >&2", code.rstrip("\n")]
-        env = dict(os.environ, FEATUREBUDGET_URL=url,
-                   PATH=f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-        done = subprocess.run(["bash", "-c", "\n".join(lines)], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=300)
+    address = shell_service.removeprefix("http://")
+    for block in marked_shell_blocks(path.read_text(encoding="utf-8")):
+        code = re.sub(r"\b(localhost|127\.0\.0\.1):8000\b", address, block.code)
+        lines += [f"echo '--- {path.name} line {block.line}' >&2", code.rstrip("\n")]
+    env = dict(os.environ, FEATUREBUDGET_URL=shell_service,
+               PATH=f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    done = subprocess.run(["bash", "-c", "\n".join(lines)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"

@@ -1,10 +1,11 @@
 """The real service on a real loopback socket, for tests that go through HTTP clients (the
 CLI, the documentation's snippets): uvicorn in a thread on the first free port of
-18300-18399."""
+18300-18399 (or of ``FEATUREBUDGET_TEST_PORTS=FIRST-LAST``)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +16,8 @@ from service.app import create_app
 from service.settings import Settings
 from tests.support.ports import free_port
 
-PORTS = range(18300, 18400)
+_FIRST, _, _LAST = os.environ.get("FEATUREBUDGET_TEST_PORTS", "18300-18399").partition("-")
+PORTS = range(int(_FIRST), int(_LAST) + 1)
 
 
 @contextlib.contextmanager
