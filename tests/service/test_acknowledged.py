@@ -114,7 +114,7 @@ def test_the_stream_producer_writes_nothing_the_fold_would_refuse(redis_url, mak
             (wide, [0, 1, 2, 3], [1, 2, 3], [1.0, 1.0, 2.0**50], [1, 1, 1], 2, "values"),
             (narrow, one, [1], [2.0**50 - 1], [1], 0, "values"),  # float32: 2^50
             (wide, one, [1], [1.0], [255], 0, "label"),  # int8 would wrap to -1
-            (wide, one, [1], [1.0], [0], 0, "label"),
+            (wide, one, [1], [1.0], [2], 0, "label"),  # 0 is read as -1 (0/1 labels)
         ]
         for producer, indptr, indices, values, labels, item, field in refused:
             for write in (producer.add_batch,
