@@ -18,8 +18,8 @@ POLICIES = {"ours", "aaco", "greedy-knn", "per-set", "random", "cegb", "full", "
 
 @pytest.mark.slow
 def test_quick_acquisition_benchmark_has_every_policy(tmp_path):
-    out = tmp_path / "acquisition.json"
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "acquisition.py"), "--quick",
+    out = tmp_path / "acquisition_quality.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "acquisition_quality.py"), "--quick",
                     "--datasets", "cube-nm", "--n", "600", "--out", str(out)],
                    check=True, timeout=300, cwd=ROOT, stdout=subprocess.DEVNULL)
     result = json.loads(out.read_text())

@@ -1,9 +1,9 @@
 """Which group next, per example: acquisition policies side by side (AFABench's protocol).
 
-    python benchmarks/acquisition.py                    # every set, 2 seeds, Spambase
-    python benchmarks/acquisition.py --quick            # smoke run: 2 small sets, 1 seed
-    python benchmarks/acquisition.py --datasets cube-nm,diabetes --seeds 2 --out /tmp/a.json
-    python benchmarks/acquisition.py --datasets none --spambase /path/to/spambase.csv
+    python benchmarks/acquisition_quality.py                    # every set, 2 seeds, Spambase
+    python benchmarks/acquisition_quality.py --quick            # smoke run: 2 small sets, 1 seed
+    python benchmarks/acquisition_quality.py --datasets cube-nm,diabetes --seeds 2 --out /tmp/a.json
+    python benchmarks/acquisition_quality.py --datasets none --spambase /path/to/spambase.csv
 
 Protocol (after Aronsson et al., AFABench, 2025): each data set is split 60/20/20 (seeded)
 into training rows (the predictor's fit), a held-out window (the policies' neighbours and
@@ -71,20 +71,19 @@ from algorithms.acquisition import (  # noqa: E402
     LossTable,
     best_superset,
     masked_predictor,
-    row_losses,
 )
 from algorithms.datasets.acquisition_synthetic import (  # noqa: E402
     make_cube,
     make_cube_nm,
     make_switch,
 )
-from algorithms.gbfs import GBFS  # noqa: E402
-from algorithms.per_set import SetFigures  # noqa: E402
-from benchmarks._report import machine, table  # noqa: E402
 from algorithms.datasets.grouped_synthetic import (  # noqa: E402
     make_latent_groups,
     make_regime_groups,
 )
+from algorithms.gbfs import GBFS  # noqa: E402
+from algorithms.per_set import SetFigures  # noqa: E402
+from benchmarks._report import machine, table  # noqa: E402
 from benchmarks.budget_quality import (  # noqa: E402
     load_breast_cancer_task,
     load_diabetes_task,
@@ -537,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spambase", type=Path, help="the Spambase CSV (UCI); default: "
                         "the data folder next to the repository, skipped by --quick")
     parser.add_argument("--no-spambase", action="store_true", help="skip Spambase")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "acquisition.json")
+    parser.add_argument("--out", type=Path,
+                        default=ROOT / "benchmarks" / "acquisition_quality.json")
     args = parser.parse_args(argv)
     names = list(QUICK_DATASETS if args.quick else DATASETS) if args.datasets is None else \
         [] if args.datasets == "none" else args.datasets.split(",")
