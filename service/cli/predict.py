@@ -199,18 +199,12 @@ class _Scorer:
         for a problem answer."""
         import orjson
 
-        from clients.http import ServiceError
+        from featurebudget_client.bodies import check
 
         response = self.client.http.post(f"/v1/models/{self.model}/predict",
                                          content=orjson.dumps(body),
                                          headers={"Content-Type": "application/json"})
-        if response.status_code >= 400:
-            try:
-                problem = response.json()
-            except ValueError:
-                problem = {"title": response.reason_phrase, "detail": response.text}
-            raise ServiceError(response.status_code, problem)
-        return orjson.loads(response.content)
+        return orjson.loads(check(response).content)
 
 
 # ---------------------------------------------------------------------- the command
