@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -24,10 +23,9 @@ import pytest
 from service.batch import model_pages, page
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
 from tests.support.ports import free_port
+from tests.support.processes import serve_embedded, stop, wait_ready
 
 PORTS = range(18340, 18360)  # this suite's loopback ports
-from tests.support.processes import stop, wait_ready
-
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN, VALIDATION = (0x1F, 0x77, 0xB4), (0xD6, 0x27, 0x28)  # the page's series colors
 ANYTIME_HALF, GBFS_HALF = (0x7B, 0x3F, 0xB5), (0x2C, 0xA0, 0x2C)
@@ -218,12 +216,7 @@ def served_model(tmp_path_factory):
     0), one never trained and an online learner with examples."""
     tmp_path = tmp_path_factory.mktemp("page")
     port = free_port(PORTS)
-    env = dict(os.environ, FEATUREBUDGET_DATA_DIR=str(tmp_path / "data"),
-               FEATUREBUDGET_JOB_POLL_SECONDS="0.05")
-    env.pop("FEATUREBUDGET_REDIS_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port",
-                                str(port), "--log-level", "warning"], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = serve_embedded(tmp_path / "data", port, job_poll_seconds="0.05")
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, process, timeout=900)  # (a busy machine compiles its kernels)

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,7 +16,7 @@ from clients.http import FeaturebudgetClient
 from service.cli import build_parser, main
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
 from tests.support.ports import free_port
-from tests.support.processes import ROOT, stop, wait_ready
+from tests.support.processes import serve_embedded, stop, wait_ready
 
 PORTS = range(18340, 18360)  # this suite's loopback ports
 
@@ -29,13 +26,8 @@ def server(tmp_path_factory):
     """``featurebudget serve`` (embedded backend) with an anytime regression model and a
     GBFS classification model of diabetes, each with rows posted and no version yet."""
     port = free_port(PORTS)
-    env = dict(os.environ, FEATUREBUDGET_DATA_DIR=str(tmp_path_factory.mktemp("data")),
-               FEATUREBUDGET_JOB_POLL_SECONDS="0.05")
-    for name in ("FEATUREBUDGET_REDIS_URL", "FEATUREBUDGET_STORAGE_URL", "FEATUREBUDGET_URL"):
-        env.pop(name, None)
-    process = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port",
-                                str(port), "--log-level", "WARNING"], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = serve_embedded(tmp_path_factory.mktemp("data"), port,
+                             job_poll_seconds="0.05")
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, process, timeout=900)  # (a busy machine compiles its kernels)

@@ -6,9 +6,6 @@ Content-Security-Policy refuses, would be one) and finds the API's routes render
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +13,7 @@ import pytest
 from service.api.docs import STATIC
 from tests.service.test_batch_page import browse
 from tests.support.ports import free_port
-from tests.support.processes import ROOT, wait_ready
+from tests.support.processes import ROOT, serve_embedded, wait_ready
 
 # ReDoc's sidebar link "API docs by Redocly" shows a logo from the vendor's CDN, which the
 # page's policy blocks (reported on the console; the image hides itself): not a request
@@ -29,11 +26,7 @@ OFFLINE = ("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 def server(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("docs")
     port = free_port()
-    env = dict(os.environ, FEATUREBUDGET_DATA_DIR=str(tmp_path / "data"))
-    env.pop("FEATUREBUDGET_REDIS_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port",
-                                str(port), "--log-level", "warning"], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = serve_embedded(tmp_path / "data", port)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, process)

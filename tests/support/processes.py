@@ -44,6 +44,19 @@ def stop(process: subprocess.Popen, timeout: float = 30.0) -> None:
         process.wait(timeout=timeout)
 
 
+def serve_embedded(data_dir: Path, port: int, **settings: str) -> subprocess.Popen:
+    """``featurebudget serve`` on loopback ``port`` with the embedded backend in
+    ``data_dir`` (no Redis or storage URL from the environment), more
+    ``FEATUREBUDGET_<NAME>`` settings; its output discarded."""
+    env = dict(os.environ, FEATUREBUDGET_DATA_DIR=str(data_dir),
+               **{f"FEATUREBUDGET_{name.upper()}": value for name, value in settings.items()})
+    for name in ("FEATUREBUDGET_REDIS_URL", "FEATUREBUDGET_STORAGE_URL", "FEATUREBUDGET_URL"):
+        env.pop(name, None)
+    return subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port",
+                             str(port), "--log-level", "warning"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def serve_on_redis(tmp_path: Path, redis_url: str, label: str,
                    **settings: str) -> tuple[subprocess.Popen, str]:
     """``featurebudget serve`` on a free loopback port and ``redis_url``, with more
