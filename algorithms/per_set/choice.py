@@ -9,20 +9,24 @@ a set ``S`` is answered by the half with the better validation figure *for exact
 explained variance (regression) or cross-fitted log-loss of the Platt-calibrated
 probabilities (classification). Optionally, for a few named sets (``specialist_sets``), a
 model trained on exactly that set's features (:mod:`algorithms.per_set.specialists`) is a
-third candidate for that set alone, kept only when its validation figure beats both
-halves'. The combined figure of a set is its chosen answerer's; ``next_group`` and the
-greedy ``sequence_`` maximize its gain per unit cost. GBFS (its half and the specialists'
-trees) early-stops on those validation rows, as a practitioner early-stops a booster on a
-validation split: the trees' figures are then chosen on rows that also chose their number
-of trees (a small optimism, the same as the per-set refit a practitioner would compare
-against). Classification trees use second-order split gains (``GBFS_CLASSIFICATION``)
-unless ``gbfs_params`` say otherwise. The protocol is the batch models'
-(``algorithms.batch``).
+third candidate for that set alone. The GBFS half replaces the anytime half, and a
+specialist the better half, only when its figure is better by more than ``choice_margin``
+standard errors of the mean paired difference of the validation rows' losses (the
+one-standard-error rule; trees early-stop on those same rows, so their figure is optimistic
+by about that much on a few hundred rows). The combined figure of a set is its chosen
+answerer's; ``next_group`` and the greedy ``sequence_`` maximize its gain per unit cost.
+GBFS (its half and the specialists' trees) early-stops on those validation rows, as a
+practitioner early-stops a booster on a validation split (the per-set refit a
+practitioner would compare against has the same optimism). Classification trees use
+second-order split gains (``GBFS_CLASSIFICATION``) unless ``gbfs_params`` say otherwise.
+The protocol is the batch models' (``algorithms.batch``).
 """
 
 from __future__ import annotations
 
 import numbers
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -52,6 +56,7 @@ from algorithms.per_set.figures import (
     ValidationFigures,
     best_next_group,
     group_ids,
+    wins_beyond_noise,
 )
 from algorithms.per_set.specialists import Specialist, clean_sets, fit_specialist
 from algorithms.sparse import CSRBatch
@@ -88,6 +93,10 @@ class PerSetChoice(RegressorMixin, BatchModel):
     specialist_sets : sets of group ids (lists) that get a specialist each, in priority
         order; None (the default): none
     max_specialists : at most this many of ``specialist_sets`` are fitted (default 8)
+    choice_margin : standard errors (of the mean paired difference of the validation
+        rows' losses) by which the GBFS half must beat the anytime half, a specialist the
+        better half, and a specialist's trees its linear candidate (default 1.0; 0: any
+        gain wins, the rule of states written before the margin existed)
 
     ``fit(X, y)`` without validation rows holds out a fixed 20 % of the rows (a
     permutation seeded by ``random_state``) for validation and fits both halves on the
@@ -117,7 +126,7 @@ class PerSetChoice(RegressorMixin, BatchModel):
                  gbfs_params: Mapping[str, Any] | None = None,
                  max_validation_rows: int = 5000, random_state: int = 0,
                  cache_size: int = 1024, specialist_sets: Sequence[Sequence[int]] | None = None,
-                 max_specialists: int = 8) -> None:
+                 max_specialists: int = 8, choice_margin: float = 1.0) -> None:
         self.groups = groups
         self.costs = costs
         self.task = task
@@ -129,6 +138,7 @@ class PerSetChoice(RegressorMixin, BatchModel):
         self.cache_size = cache_size
         self.specialist_sets = specialist_sets
         self.max_specialists = max_specialists
+        self.choice_margin = choice_margin
 
     # ------------------------------------------------------------------ parameters
     def check_params(self, n_features: int) -> None:
@@ -144,6 +154,10 @@ class PerSetChoice(RegressorMixin, BatchModel):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
                     or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        margin = self.choice_margin
+        if isinstance(margin, bool) or not isinstance(margin, numbers.Real) \
+                or not 0 <= margin < float("inf"):
+            raise ValueError(f"choice_margin must be a number >= 0, got {margin!r}")
         for name, own in (("anytime_params", _ANYTIME_OWN), ("gbfs_params", _GBFS_OWN)):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Mapping):
@@ -268,7 +282,7 @@ class PerSetChoice(RegressorMixin, BatchModel):
         for i, S in enumerate(keys):
             specialists.append(fit_specialist(
                 X_fit, t_fit, Xv, tv, groups, np.asarray(anytime.costs_), S, self.task,
-                self.gbfs_params))
+                self.gbfs_params, margin=float(self.choice_margin)))
             if progress is not None:
                 progress(0.7 + 0.2 * (i + 1) / len(keys))
         self._attach(anytime, gbfs, Xv, tv, classes, specialists)
@@ -292,6 +306,8 @@ class PerSetChoice(RegressorMixin, BatchModel):
         self.anytime_figures_ = SetFigures(self._score_anytime, X_val, y_val, **common)
         self.gbfs_figures_ = SetFigures(self._score_gbfs, X_val, y_val, **common)
         self.specialists_ = {s.groups: s for s in specialists}
+        self._margin_wins: OrderedDict[tuple, bool] = OrderedDict()
+        self._margin_lock = threading.Lock()
         self.specialist_figures_ = SetFigures(self._score_specialist, X_val, y_val, **common)
 
     def _build_sequence(self) -> None:
@@ -326,6 +342,16 @@ class PerSetChoice(RegressorMixin, BatchModel):
         if specialist is None:
             raise ValueError(f"no specialist was fitted for the set {list(S)}")
         return specialist.decision_function(X)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_margin_lock", None)   # a lock does not pickle: a new one on loading
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "_margin_wins" in state:
+            self._margin_lock = threading.Lock()
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "anytime_figures_"):
@@ -391,15 +417,40 @@ class PerSetChoice(RegressorMixin, BatchModel):
         """"anytime", "gbfs" or "specialist": the one with the better validation figure for
         exactly the set (None: every group); "gbfs" only when its figure exceeds the anytime
         half's by more than ``TIE_TOLERANCE`` (ties go to the anytime half, cheaper to
-        serve), "specialist" (a set with one) only when it exceeds the better half's so."""
+        serve), "specialist" (a set with one) only when it beats the better half's by more
+        than ``choice_margin`` standard errors (:meth:`_specialist_beats`)."""
         S = self._key(computed_groups)
         anytime = self.anytime_figures_.figure(S)
         gbfs = self.gbfs_figures_.figure(S)
-        half, best = ("gbfs", gbfs) if gbfs > anytime + TIE_TOLERANCE else ("anytime", anytime)
+        half, best = "anytime", anytime
+        if gbfs > anytime + TIE_TOLERANCE and self._beats(S, "gbfs", "anytime"):
+            half, best = "gbfs", gbfs
         if S in self.specialists_ and \
-                self.specialist_figures_.figure(S) > best + TIE_TOLERANCE:
+                self.specialist_figures_.figure(S) > best + TIE_TOLERANCE and \
+                self._beats(S, "specialist", half):
             return "specialist"
         return half
+
+    def _beats(self, S: tuple[int, ...], challenger: str, incumbent: str) -> bool:
+        """Whether ``challenger`` beats ``incumbent`` for ``S`` on the validation rows by
+        more than ``choice_margin`` standard errors (:func:`wins_beyond_noise`; asked
+        only when its figure is better): True with margin 0, else decided once per set
+        and pair (two scorings of the validation rows; the last ``cache_size`` kept)."""
+        margin = float(self.choice_margin)
+        if margin <= 0:
+            return True
+        key = (S, challenger, incumbent)
+        with self._margin_lock:
+            won = self._margin_wins.get(key)
+        if won is None:
+            won = wins_beyond_noise(self.half_figures(challenger).row_losses(S),
+                                    self.half_figures(incumbent).row_losses(S), margin,
+                                    TIE_TOLERANCE)
+            with self._margin_lock:
+                self._margin_wins[key] = won
+                while len(self._margin_wins) > max(int(self.cache_size), 1):
+                    self._margin_wins.popitem(last=False)
+        return won
 
     def combined_figure(self, computed_groups: Iterable[int] | None = None) -> float:
         """The chosen half's validation figure for the set (explained variance or
@@ -501,6 +552,8 @@ class PerSetChoice(RegressorMixin, BatchModel):
             "gbfs_params": _plain(self.gbfs_params),
             "max_validation_rows": int(self.max_validation_rows),
             "random_state": int(self.random_state), "cache_size": int(self.cache_size)}
+        if self.choice_margin:   # (absent: 0, as in the states written before it existed)
+            payload["choice_margin"] = float(self.choice_margin)
         if hasattr(self, "anytime_figures_"):
             payload.update(
                 n_features_in=self.n_features_in_, X_val=self.X_val_, y_val=self.y_val_,
@@ -562,6 +615,9 @@ class PerSetChoice(RegressorMixin, BatchModel):
                 raise ValueError("state 'specialist_sets' must be a list of lists")
             model.specialist_sets = raw
             model.max_specialists = get_number(payload, "max_specialists", integer=True)
+        # (states written before the margin existed chose by any gain)
+        model.choice_margin = get_number(payload, "choice_margin") \
+            if "choice_margin" in payload else 0.0
         if "n_features_in" not in payload:
             return model
         d = get_number(payload, "n_features_in", integer=True)

@@ -196,18 +196,59 @@ def classification_figures(scores: np.ndarray, positive: np.ndarray, *, cross_fi
     log-loss of the calibrated probabilities, out of fold (two folds by row parity) when
     ``cross_fit`` and there are at least 4 rows, else in-sample. O(n) per Newton step."""
     a, b = platt_fit(scores, positive)
-    n = scores.size
-    if cross_fit and n >= 4:
-        logits = np.empty(n)
-        for fold in (0, 1):
-            fit_rows, out_rows = slice(1 - fold, None, 2), slice(fold, None, 2)
-            fa, fb = platt_fit(scores[fit_rows], positive[fit_rows])
-            logits[out_rows] = fa * scores[out_rows] + fb
-        crossed = True
-    else:
-        logits, crossed = a * scores + b, False
+    crossed = cross_fit and scores.size >= 4
+    logits = cross_fitted_logits(scores, positive) if crossed else a * scores + b
     error = float(np.mean((logits >= 0.0) != positive))
     return error, mean_log_loss(logits, positive), a, b, crossed
+
+
+def cross_fitted_logits(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
+    """Out-of-fold Platt logits: two folds by row parity, each calibrated on the other
+    (at least 4 rows). O(n) per Newton step."""
+    logits = np.empty(scores.size)
+    for fold in (0, 1):
+        fit_rows, out_rows = slice(1 - fold, None, 2), slice(fold, None, 2)
+        fa, fb = platt_fit(scores[fit_rows], positive[fit_rows])
+        logits[out_rows] = fa * scores[out_rows] + fb
+    return logits
+
+
+def row_losses(task: str, scores: np.ndarray, y: np.ndarray, *, cross_fit: bool = True
+               ) -> np.ndarray:
+    """Each held-out row's share of the comparison figure, as a loss: regression
+    ``(s_i - y_i)^2 / Var(y)`` (their mean is ``1 - EV``), classification the row's
+    log-loss of the cross-fitted calibrated probability (their mean is ``-figure``;
+    in-sample calibration below 4 rows or without ``cross_fit``). A paired difference of
+    two models' row losses has the figures' difference as its mean and gives its standard
+    error. O(n)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if task == "regression":
+        var = float(np.mean((y - np.mean(y)) ** 2))
+        return (scores - y) ** 2 / (var if var > 0 else 1.0)
+    positive = y > 0
+    if cross_fit and scores.size >= 4:
+        f = cross_fitted_logits(scores, positive)
+    else:
+        a, b = platt_fit(scores, positive)
+        f = a * scores + b
+    return np.logaddexp(0.0, f) - positive * f
+
+
+def wins_beyond_noise(challenger: np.ndarray, incumbent: np.ndarray, margin: float,
+                      tolerance: float = 1e-12) -> bool:
+    """Whether row losses ``challenger`` beat ``incumbent`` (paired, same rows) by more
+    than ``margin`` standard errors of the mean paired difference (and more than
+    ``tolerance``): the one-standard-error rule of model choice (Breiman et al.,
+    "Classification and Regression Trees", 1984) with ``margin = 1``; ``margin = 0``
+    is the plain comparison. O(n)."""
+    diff = np.asarray(incumbent, dtype=np.float64) - np.asarray(challenger, dtype=np.float64)
+    gain = float(np.mean(diff))
+    if gain <= tolerance:
+        return False
+    if margin <= 0 or diff.size < 2:
+        return True
+    return gain > margin * float(np.std(diff, ddof=1)) / math.sqrt(diff.size)
 
 
 # -------------------------------------------------------------------- next group
@@ -389,6 +430,12 @@ class SetFigures:
         return ValidationFigures(**common, figure=-log_loss, error=error, log_loss=log_loss,
                                  platt_a=a, platt_b=b, cross_fitted=crossed)
 
+    def row_losses(self, computed_groups: Iterable[int] | None) -> np.ndarray:
+        """Each validation row's loss for the set (:func:`row_losses`; their mean is
+        ``1 - figure`` or ``-figure``): one scorer call, not cached."""
+        return row_losses(self.task, self.validation_scores(computed_groups), self.y_val,
+                          cross_fit=self.cross_fit)
+
     def figure(self, computed_groups: Iterable[int] | None) -> float:
         """The comparison figure of the set: explained variance or -log-loss."""
         return self.figures(computed_groups).figure
@@ -417,5 +464,6 @@ class SetFigures:
 
 
 __all__ = ["TASKS", "ZERO_COST_EPSILON", "SetFigures", "ValidationFigures", "best_next_group",
-           "classification_figures", "group_ids", "mean_log_loss", "platt_fit",
-           "platt_targets", "regression_figures"]
+           "classification_figures", "cross_fitted_logits", "group_ids", "mean_log_loss",
+           "platt_fit", "platt_targets", "regression_figures", "row_losses",
+           "wins_beyond_noise"]

@@ -21,7 +21,9 @@ candidates are fitted on the training rows restricted to ``C_S``:
 
 The candidate with the better figure on the held-out validation rows (explained variance,
 or cross-fitted -log-loss of Platt-calibrated scores: :mod:`algorithms.per_set.figures`)
-is kept; ties go to the linear one. The held-out rows are never trained on; choosing on
+is kept; ties go to the linear one, and the trees must win by more than ``margin``
+standard errors of the mean paired difference of the rows' losses (their early stopping
+read the same rows). The held-out rows are never trained on; choosing on
 them (a penalty, then one of two candidates) biases the kept figure up by the spread of
 the candidates (as choosing between the halves does). Scores: the prediction (regression)
 or the raw logit / margin (classification), answered on the full-width rows by reading
@@ -37,7 +39,12 @@ import numpy as np
 
 from algorithms.gbfs import GBFS
 from algorithms.nvsd._state import get_array, get_number, sub_state
-from algorithms.per_set.figures import classification_figures, regression_figures
+from algorithms.per_set.figures import (
+    classification_figures,
+    regression_figures,
+    row_losses,
+    wins_beyond_noise,
+)
 
 KINDS = ("linear", "gbfs")
 RIDGE_ALPHA = 1.0     # ridge_fit's default penalty on standardized columns
@@ -198,7 +205,8 @@ def tree_params(gbfs_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
 def fit_specialist(X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.ndarray,
                    groups: Sequence[np.ndarray], costs: np.ndarray, S: tuple[int, ...],
                    task: str, gbfs_params: Mapping[str, Any] | None = None,
-                   progress: Callable[[float], None] | None = None) -> Specialist:
+                   progress: Callable[[float], None] | None = None, *,
+                   margin: float = 0.0) -> Specialist:
     """The better of the linear and the GBFS candidate for the set ``S`` (non-empty; ids
     into ``groups``) on the held-out rows ``(X_val, y_val)`` (module docstring). ``y``:
     targets, or -1 / +1 labels. Cost: a linear fit per penalty and one GBFS fit on
@@ -224,7 +232,13 @@ def fit_specialist(X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.nd
     trees.fit(Xs, y, progress=progress, **held)
     tree_model = Specialist(S, columns, "gbfs", trees=trees)
     tree_model.figure = _figure(task, trees.decision_function(Xv), y_val)
-    return tree_model if tree_model.figure > linear.figure + 1e-12 else linear
+    if tree_model.figure <= linear.figure + 1e-12:
+        return linear
+    if margin > 0 and not wins_beyond_noise(
+            row_losses(task, trees.decision_function(Xv), y_val),
+            row_losses(task, linear.decision_function(X_val), y_val), margin):
+        return linear
+    return tree_model
 
 
 def clean_sets(sets: Any, n_groups: int, limit: int) -> list[tuple[int, ...]]:

@@ -294,3 +294,40 @@ def test_bad_sets_and_scorers_are_clean_errors():
         SetFigures(CountingScorer(), X, labels, task="ranking", groups=GROUPS, costs=COSTS)
     with pytest.raises(ValueError, match="probabilities"):
         figures.probabilities(np.zeros(2), [0])
+
+
+def test_row_losses_average_to_the_figures():
+    """Regression: the rows' squared errors over Var(y) average to 1 - EV; classification:
+    the rows' cross-fitted log-losses average to the figure's log-loss."""
+    from algorithms.per_set.figures import (
+        classification_figures,
+        regression_figures,
+        row_losses,
+    )
+
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=80)
+    scores = y + rng.normal(size=80)
+    np.testing.assert_allclose(row_losses("regression", scores, y).mean(),
+                               1.0 - regression_figures(scores, y)[0], rtol=1e-12)
+    labels = np.where(scores + rng.normal(size=80) > 0, 1.0, -1.0)
+    for cross_fit in (True, False):
+        _, log_loss, *_ = classification_figures(scores, labels > 0, cross_fit=cross_fit)
+        np.testing.assert_allclose(
+            row_losses("classification", scores, labels, cross_fit=cross_fit).mean(),
+            log_loss, rtol=1e-12)
+
+
+def test_wins_beyond_noise_is_the_one_standard_error_rule():
+    from algorithms.per_set.figures import wins_beyond_noise
+
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        n = int(rng.integers(2, 40))
+        a, b = rng.exponential(size=n), rng.exponential(size=n)
+        diff = b - a
+        se = diff.std(ddof=1) / np.sqrt(n)
+        for margin in (0.0, 0.5, 1.0, 2.0):
+            expected = diff.mean() > 1e-12 and diff.mean() > margin * se
+            assert wins_beyond_noise(a, b, margin) == expected
+    assert not wins_beyond_noise(np.ones(5), np.ones(5), 0.0)   # a tie never wins

@@ -65,12 +65,14 @@ def test_specialist_answers_only_when_it_wins(fitted):
     answered = set()
     for S in [(), (0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]:
         halves = [model.anytime_figures_.figure(S), model.gbfs_figures_.figure(S)]
-        best_half = "gbfs" if halves[1] > halves[0] + TIE_TOLERANCE else "anytime"
+        best_half = "gbfs" if halves[1] > halves[0] + TIE_TOLERANCE and \
+            _beyond_one_se(model, S, "anytime", "gbfs") else "anytime"
         expected = best_half
         if S in model.specialists_:
             own = model.specialist_figures_.figure(S)
             assert model.figures(S)["specialist_figure"] == own
-            if own > max(halves) + TIE_TOLERANCE:
+            if own > halves[best_half == "gbfs"] + TIE_TOLERANCE and \
+                    _beyond_one_se(model, S, best_half):
                 expected = "specialist"
         else:
             assert "specialist_figure" not in model.figures(S)
@@ -86,6 +88,56 @@ def test_specialist_answers_only_when_it_wins(fitted):
         model.specialist_figures_.figure((2,)) > max(model.anytime_figures_.figure((2,)),
                                                      model.gbfs_figures_.figure((2,)))
     assert "specialist" in answered
+
+
+def _squared_errors(model, half, S):
+    """Plain numpy: each validation row's squared error over Var(y) for ``half``'s answer."""
+    scores = model.half_figures(half).validation_scores(S)
+    return (scores - model.y_val_) ** 2 / np.var(model.y_val_)
+
+
+def _beyond_one_se(model, S, half, challenger="specialist"):
+    """The one-standard-error rule in plain numpy: ``challenger``'s mean paired gain over
+    ``half`` exceeds the standard error of that mean."""
+    diff = _squared_errors(model, half, S) - _squared_errors(model, challenger, S)
+    return diff.mean() > diff.std(ddof=1) / np.sqrt(diff.size)
+
+
+def test_a_specialist_must_win_by_more_than_its_noise():
+    """On 60 held-out rows a specialist whose figure is only a little better than the
+    better half's does not answer with the default margin, and does with margin 0 (the
+    plain comparison); a state written without a margin (before it existed) loads with 0."""
+    from algorithms.serialization import dumps_state
+
+    X, y = data(600, 0)
+    Xv, yv = data(60, 1)
+    model = PerSetChoice(groups=GROUPS, gbfs_params=GBFS_PARAMS, specialist_sets=PINNED)
+    model.fit(X, y, X_val=Xv, y_val=yv)
+    plain = PerSetChoice(groups=GROUPS, gbfs_params=GBFS_PARAMS, specialist_sets=PINNED,
+                         choice_margin=0.0).fit(X, y, X_val=Xv, y_val=yv)
+    held_back = 0
+    for S in model.specialists_:
+        for fitted, margin in ((model, 1.0), (plain, 0.0)):
+            halves = [fitted.anytime_figures_.figure(S), fitted.gbfs_figures_.figure(S)]
+            best_half = "gbfs" if halves[1] > halves[0] + TIE_TOLERANCE and (
+                margin == 0 or _beyond_one_se(fitted, S, "anytime", "gbfs")) else "anytime"
+            better = fitted.specialist_figures_.figure(S) > \
+                halves[best_half == "gbfs"] + TIE_TOLERANCE
+            wins = better and (margin == 0 or _beyond_one_se(fitted, S, best_half))
+            assert fitted.choice(S) == ("specialist" if wins else best_half), (S, margin)
+            held_back += better and not wins
+    state = model.state_dict()
+    assert state["choice_margin"] == 1.0
+    del state["choice_margin"]
+    old = model_from_bytes(dumps_state(state))
+    assert old.choice_margin == 0.0
+    for S in model.specialists_:   # the same specialists, chosen by the plain comparison
+        halves = [old.anytime_figures_.figure(S), old.gbfs_figures_.figure(S)]
+        better = old.specialist_figures_.figure(S) > max(halves) + TIE_TOLERANCE
+        assert (old.choice(S) == "specialist") == better, S
+    with pytest.raises(ValueError, match="choice_margin"):
+        PerSetChoice(groups=GROUPS, choice_margin=-1.0).check_params(6)
+    assert held_back   # the margin held some specialist back on these 60 rows
 
 
 def test_linear_specialist_is_the_refit_on_exactly_the_set(fitted):
