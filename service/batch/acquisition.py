@@ -7,10 +7,11 @@ built, examples are answered with the per-set rule and ``policy_building: true``
 kept as long as the version object lives:
 
 * held-out rows: gbfs's and anytime classification's ``artifact.held_out``, auto's
-  ``model.X_val_`` / ``y_val_`` (labels -1/+1 read as 0/1), at most ``MAX_ROWS`` of them
-  (evenly spaced); families without any (nvsd, anytime regression, versions written
-  before held-out rows were kept) or with fewer than ``MIN_ROWS`` get no policy and
-  answer with the per-set rule;
+  ``model.X_val_`` / ``y_val_`` (labels -1/+1 read as 0/1; a multi-class model's class
+  indices as kept, its probabilities (n, K) and the K-class log-loss), at most
+  ``MAX_ROWS`` of them (evenly spaced); families without any (nvsd, anytime regression,
+  versions written before held-out rows were kept) or with fewer than ``MIN_ROWS`` get no
+  policy and answer with the per-set rule;
 * predictor: for rows whose uncomputed features are NaN, the rows are grouped by their
   computed set ``S`` and scored with the family's ``scorer(artifact)`` (classification:
   the set's calibrated probability where the version has held-out figures, else the
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
+from scipy.special import expit, softmax
 
 from algorithms.acquisition import ConditionedAcquisition, LossTable
 
@@ -66,8 +67,8 @@ def held_out_rows(artifact) -> tuple[np.ndarray, np.ndarray] | None:
     if X.shape[0] > MAX_ROWS:
         keep = np.linspace(0, X.shape[0] - 1, MAX_ROWS).astype(np.int64)
         X, y = X[keep], y[keep]
-    if artifact.task == "classification":
-        y = (y > 0).astype(np.float64)
+    if artifact.task == "classification" and artifact.layout.classes is None:
+        y = (y > 0).astype(np.float64)  # (a multi-class model's: class indices as kept)
     return X, y
 
 
@@ -84,8 +85,8 @@ def set_predictor(artifact):
             if task != "classification":
                 return raw
             if artifact.figures is not None:
-                return expit(artifact.figures.figures(S).logits(raw))
-            return expit(raw)
+                return _probabilities(artifact.figures.figures(S).logits(raw))
+            return _probabilities(raw)
         out = adapter.answer(artifact, adapter.request_rows(sp.csr_matrix(Z)), S)
         key = "probabilities" if task == "classification" else "predictions"
         return np.asarray(out[key], dtype=np.float64)
@@ -99,7 +100,9 @@ def set_predictor(artifact):
         codes = computed @ (1 << np.arange(len(firsts), dtype=np.int64)) \
             if len(firsts) <= 62 else np.array([r.tobytes() for r in np.packbits(computed, 1)])
         _, first, which = np.unique(codes, return_index=True, return_inverse=True)
-        out = np.empty(Z.shape[0], dtype=np.float64)
+        classes = artifact.layout.classes
+        out = np.empty(Z.shape[0] if classes is None else (Z.shape[0], len(classes)),
+                       dtype=np.float64)
         for k, at in enumerate(first):
             rows = np.flatnonzero(which.ravel() == k)
             out[rows] = one_set(np.nan_to_num(Z[rows], nan=0.0),
@@ -126,16 +129,23 @@ def set_outputs(artifact, X: np.ndarray):
         S = list(S)
         if task == "classification" and figures is not None and own:
             fig, raw = figures.figures_with_scores(S)
-            return expit(fig.logits(raw))
+            return _probabilities(fig.logits(raw))
         Z = np.zeros_like(X)
         features = layout.features_of(S)
         Z[:, features] = X[:, features]
         raw = np.asarray(score(Z, S), dtype=np.float64)
         if task != "classification":
             return raw
-        return expit(figures.figures(S).logits(raw) if figures is not None else raw)
+        return _probabilities(figures.figures(S).logits(raw) if figures is not None else raw)
 
     return predict_set
+
+
+def _probabilities(logits: np.ndarray) -> np.ndarray:
+    """``P(y = 1)`` of binary logits (n,), or class probabilities (n, K) of a multi-class
+    model's calibrated class scores (the K-class log-loss of
+    :mod:`algorithms.acquisition.losses`)."""
+    return softmax(logits, axis=1) if logits.ndim == 2 else expit(logits)
 
 
 def build(artifact) -> ConditionedAcquisition | None:

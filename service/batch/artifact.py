@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
+from scipy.special import expit, softmax
 
 from algorithms.batch import cost_slack
 from algorithms.metrics.anytime import explained_variance_on_support
@@ -160,7 +160,11 @@ def _held_out(state: dict, layout: BatchLayout, task: str):
         raise ValueError(f"artifact's held_out.y must be {X.shape[0]} float64 targets")
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
         raise ValueError("artifact's held-out rows hold NaN or infinite values")
-    if task == "classification" and not np.all(np.abs(y) == 1.0):
+    if layout.classes is not None:
+        K = len(layout.classes)
+        if not np.all((y >= 0) & (y < K) & (y == np.floor(y))):
+            raise ValueError(f"artifact's held-out labels must be class indices 0..{K - 1}")
+    elif task == "classification" and not np.all(np.abs(y) == 1.0):
         raise ValueError("artifact's held-out labels must be -1 or +1")
     return X, y
 
@@ -239,8 +243,14 @@ class Artifact:
         return out
 
     def labels(self, scores: np.ndarray, out: dict[str, Any]) -> dict[str, Any]:
-        """``out`` with the labels of ``scores`` (classification)."""
-        if self.task == "classification":
+        """``out`` with the labels of ``scores`` (classification): ±1, or for a
+        multi-class model (scores (n, K)) the class of the largest score, as the user's
+        label, and the model's ``classes`` (the order of each probability list)."""
+        if self.task == "classification" and scores.ndim == 2:
+            classes = self.layout.classes
+            out["labels"] = classes.labels(np.argmax(scores, axis=1))
+            out["classes"] = list(classes.values)
+        elif self.task == "classification":
             out["labels"] = [1 if s >= 0 else -1 for s in scores.tolist()]
         return out
 
@@ -255,11 +265,16 @@ class Artifact:
                        expected_rmse=figures.rmse)
             return out
         out.update(expected_error=figures.error, expected_log_loss=figures.log_loss)
-        return self.calibrated(figures.logits(scores), out)
+        return self.calibrated(figures.logits(scores), out, scores)
 
-    def calibrated(self, logits: np.ndarray, out: dict[str, Any]) -> dict[str, Any]:
-        """``out`` with the probabilities and labels of ``logits``."""
-        out["probabilities"] = expit(logits).tolist()
+    def calibrated(self, logits: np.ndarray, out: dict[str, Any],
+                   scores: np.ndarray | None = None) -> dict[str, Any]:
+        """``out`` with the probabilities and labels of ``logits`` (n,), or of a multi-class
+        model's calibrated class scores (n, K): ``softmax`` per row."""
+        out["probabilities"] = (softmax(logits, axis=1) if logits.ndim == 2 else
+                                expit(logits)).tolist()
+        if logits.ndim == 2 and scores is not None:  # the class of the largest raw score
+            return self.labels(scores, out)  # (a temperature of 0 leaves it measured)
         return self.labels(logits, out)
 
     def expected_ev(self, S: list[int]) -> tuple[float, str]:

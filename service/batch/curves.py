@@ -24,8 +24,16 @@ class FitError(ValueError):
 
 
 def set_figures(score, rows: tuple[np.ndarray, np.ndarray], task: str, layout):
-    """:class:`~algorithms.per_set.figures.SetFigures` of ``score(X, S)`` on ``rows``."""
+    """:class:`~algorithms.per_set.figures.SetFigures` of ``score(X, S)`` on ``rows``
+    (a multi-class model's: :class:`~algorithms.per_set.multiclass.MulticlassSetFigures`,
+    ``score`` giving (n, K) class scores and the rows' targets class indices)."""
     from algorithms.per_set.figures import SetFigures
+
+    if getattr(layout, "classes", None) is not None:
+        from algorithms.per_set.multiclass import MulticlassSetFigures
+
+        return MulticlassSetFigures(score, rows[0], rows[1], n_classes=len(layout.classes),
+                                    groups=layout.groups, costs=layout.costs)
 
     return SetFigures(score, rows[0], rows[1], task=task, groups=layout.groups,
                       costs=layout.costs)

@@ -168,9 +168,11 @@ class RowWindow:
         return {f"{prefix}.X": self.X[:count].copy(), f"{prefix}.y": self.y[:count].copy(),
                 f"{prefix}.seen": int(self.seen)}
 
-    def load(self, state: dict[str, Any], prefix: str, *, signed: bool = False) -> None:
+    def load(self, state: dict[str, Any], prefix: str, *, signed: bool = False,
+             classes: int | None = None) -> None:
         """Replace the rows with ``state``'s, checked (ValueError): shapes, finite values,
-        and with ``signed`` (classification) labels -1 or +1."""
+        and with ``signed`` (classification) labels -1 or +1, with ``classes`` (a
+        multi-class model of K classes) class indices 0..K-1."""
         seen = state.get(f"{prefix}.seen")
         X, y = state.get(f"{prefix}.X"), state.get(f"{prefix}.y")
         if isinstance(seen, bool) or not isinstance(seen, int) or not 0 <= seen < 1 << 62:
@@ -185,7 +187,10 @@ class RowWindow:
             raise ValueError(f"{prefix} holds NaN or infinite values")
         if not (np.all(np.abs(X) < MAX_ABS_VALUE) and np.all(np.abs(y) < MAX_ABS_VALUE)):
             raise ValueError(f"{prefix} holds values out of range (|x| < 2^50)")
-        if signed and not np.all(np.abs(y) == 1.0):
+        if classes is not None and not np.all((y >= 0) & (y < classes) & (y == np.floor(y))):
+            raise ValueError(f"{prefix}.y must hold class indices 0..{classes - 1} (a "
+                             f"model of {classes} classes)")
+        if signed and classes is None and not np.all(np.abs(y) == 1.0):
             raise ValueError(f"{prefix}.y must hold labels -1 or +1 (a classification model)")
         self.X[:count], self.y[:count], self.seen = X, y, seen
 
@@ -333,17 +338,19 @@ class BatchFoldState:
         if not isinstance(applied, str):
             raise ValueError("applied_id must be a string")
         signed = self.layout.spec.task == "classification"
+        labels = {"signed": signed, "classes": None if self.layout.classes is None else
+                  len(self.layout.classes)}
         for prefix in ("train", "validation"):
             part = getattr(fresh, prefix)
             if self.statistics:
                 part = _load_statistics(state, prefix, self.layout.n_features)
                 setattr(fresh, prefix, part)
             else:
-                part.load(state, prefix, signed=signed)
+                part.load(state, prefix, **labels)
         if fresh.train_rows is not None and "train_rows.seen" in state:
-            fresh.train_rows.load(state, "train_rows", signed=signed)  # absent before: empty
+            fresh.train_rows.load(state, "train_rows", **labels)  # absent before: empty
         if fresh.held_out_rows is not None and "held_out.seen" in state:
-            fresh.held_out_rows.load(state, "held_out", signed=signed)  # absent before it existed: empty
+            fresh.held_out_rows.load(state, "held_out", **labels)  # absent before it existed: empty
         fresh.examples, fresh.applied_id = examples, applied or None
         self.train, self.validation = fresh.train, fresh.validation
         self.held_out_rows = fresh.held_out_rows

@@ -1,11 +1,13 @@
 """Examples for batch models: named features per group, index/value lists, libsvm, FBX1.
 
 A batch model's example is ``{"features": {"<group>": {"<feature>": value}}, "target": y}``
-(``"label": ±1`` for classification) or ``{"indices": [...], "values": [...], "target": y}``
-with indices into the concatenation of the groups' features. Every check names the item and
-the field (``features.serum.s9``, ``target``); a batch with one bad item is rejected whole.
-Parsed batches are :class:`~service.ingest.ExampleBatch` with float64 targets, and log
-entries are FBX1 with the targets flag, so the fold reads every source the same way.
+(``"label": ±1`` for classification; one of ``params.classes`` for a multi-class model,
+kept as its class index: ``service.batch.classes``) or ``{"indices": [...], "values":
+[...], "target": y}`` with indices into the concatenation of the groups' features. Every
+check names the item and the field (``features.serum.s9``, ``target``); a batch with one
+bad item is rejected whole. Parsed batches are :class:`~service.ingest.ExampleBatch`
+with float64 targets, and log entries are FBX1 with the targets flag, so the fold reads
+every source the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from numba import njit, types
 
 from algorithms.sparse import CSRBatch
 from algorithms.sparse._validate import MAX_ABS_VALUE, OK, check_rows
+from algorithms.sparse.libsvm import line_of_row
 from service import wire
 from service.batch.spec import BatchLayout
 from service.errors import InputError, MalformedBodyError, UnsupportedMediaTypeError, item_error
@@ -61,10 +64,12 @@ def parse_batch_items(items, layout: BatchLayout, task: str, *,
         if not isinstance(item, dict):
             raise item_error("must be an object", item=i)
         if require_targets:
-            targets[i] = _target(item, i, name, task)
+            targets[i] = _target(item, i, name, task) if layout.classes is None else \
+                _class_target(item, i, layout)
         else:
             extra = {"target", "label"} & set(item)
-            if extra and not isinstance(item.get(next(iter(extra))), int | float):
+            if extra and not isinstance(item.get(next(iter(extra))), int | float) and not (
+                    layout.classes is not None and isinstance(item.get("label"), str)):
                 raise item_error("must be a number", item=i, field=next(iter(extra)))
         unknown = set(item) - {"features", "indices", "values", "target", "label"}
         if unknown:
@@ -90,7 +95,7 @@ def parse_batch_items(items, layout: BatchLayout, task: str, *,
     else:  # named: every index looked up in the layout (in range, unique), every value checked
         batch = ExampleBatch(CSRBatch(indptr, indices.astype(np.int32), values,
                                       layout.n_features), None)
-    if require_targets and task == "classification":
+    if require_targets and task == "classification" and layout.classes is None:
         targets = signed_labels_of(targets, lambda row: {"item": row})
     batch.labels = targets if require_targets else None
     return batch, present
@@ -111,6 +116,14 @@ def _target(item: dict, i: int, name: str, task: str) -> float:
         raise item_error(f"label {value!r} is not -1 or +1 ({LABELS_RULE})", item=i,
                          field=name)
     return float(value)  # (a label 0 is read as -1 by parse_batch_items)
+
+
+def _class_target(item: dict, i: int, layout: BatchLayout) -> float:
+    """A multi-class example's label as its class index (service.batch.classes)."""
+    if "label" not in item:
+        hint = " ('target' is for regression models)" if "target" in item else ""
+        raise item_error(f"is required{hint}", item=i, field="label")
+    return layout.classes.index_of(item["label"], i)
 
 
 _PLAIN_NUMBERS = frozenset({int, float})
@@ -215,6 +228,11 @@ def _json(body: bytes):
 
 
 def _libsvm(data, layout: BatchLayout, task: str, zero_based: bool) -> ExampleBatch:
+    if layout.classes is not None:  # class indices 0..K-1
+        batch = parse_libsvm_body(data, layout.n_features, zero_based=zero_based, targets=True)
+        layout.classes.check_indices(batch.labels,
+                                     lambda row: {"line": line_of_row(data, row)})
+        return batch
     if task == "classification":  # labels ±1, as for online models
         batch = parse_libsvm_body(data, layout.n_features, zero_based=zero_based)
         batch.labels = batch.labels.astype(np.float64)
@@ -224,7 +242,9 @@ def _libsvm(data, layout: BatchLayout, task: str, zero_based: bool) -> ExampleBa
 
 def _binary(data, layout: BatchLayout, task: str, keep_raw: bool) -> ExampleBatch:
     batch = decode_bin(data, layout.n_features, field="data", keep_raw=keep_raw, targets=True)
-    if task == "classification":
+    if layout.classes is not None:
+        layout.classes.check_indices(batch.labels)
+    elif task == "classification":
         bad = np.flatnonzero((batch.labels != 1.0) & (batch.labels != -1.0))
         if len(bad):
             raise item_error(f"label {batch.labels[bad[0]]!r} is not -1 or +1",
@@ -299,7 +319,10 @@ def parse_batch_entries(fields: list[dict], layout: BatchLayout, task: str
         return None  # row lengths that do not sum to a header's nnz
     if not np.all(np.abs(targets) < MAX_ABS_VALUE):
         return None
-    if task == "classification" and not np.all((targets == 1.0) | (targets == -1.0)):
+    if layout.classes is not None:
+        if not layout.classes.indices_ok(targets):
+            return None
+    elif task == "classification" and not np.all((targets == 1.0) | (targets == -1.0)):
         return None
     if check_rows(indptr, indices, values, layout.n_features, bounded=True)[0] != OK:
         return None

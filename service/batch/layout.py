@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from service.batch.classes import classes_of
 from service.errors import item_error
 
 
@@ -53,6 +54,7 @@ class BatchLayout:
         self.group_index = {name: g for g, name in enumerate(self.group_names)}
         self.feature_index = [{name: int(self.offsets[g]) + k for k, name in
                                enumerate(group.features)} for g, group in enumerate(spec.groups)]
+        self.classes = classes_of(spec)  # K >= 3 classes (service.batch.classes), or None
 
     @cached_property
     def feature_names(self) -> list[str]:

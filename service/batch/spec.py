@@ -15,6 +15,7 @@ import inspect
 import math
 
 from algorithms.batch import canonical_params
+from service.batch.classes import parse_classes
 from service.batch.families import family_of
 from service.batch.layout import BatchLayout, BatchParams, Window
 from service.batch.sizes import (
@@ -37,7 +38,7 @@ from service.errors import item_error
 from service.schemas import ModelCreate
 
 SERVICE_PARAMS = ("validation_fraction", "retrain_every_examples", "retrain_every_seconds",
-                  "window", "estimator")
+                  "window", "estimator", "classes")
 
 
 def split_params(spec: ModelCreate) -> BatchParams:
@@ -68,6 +69,7 @@ def split_params(spec: ModelCreate) -> BatchParams:
     elif raw_window is not None:
         raise item_error("anytime models keep sufficient statistics of every example, not a "
                          "window", field="params.window")
+    _check_classes(spec, family, params.pop("classes", None))
     estimator = family.estimator_choice(params)
     known, deprecated = _estimator_keywords(spec, estimator)
     known -= family.reserved
@@ -82,6 +84,24 @@ def split_params(spec: ModelCreate) -> BatchParams:
         raise item_error(str(exc), field="params") from exc
     return BatchParams(float(fraction), every_n, None if every_s is None else float(every_s),
                        window, estimator, params)
+
+
+MULTICLASS_FAMILIES = ("gbfs",)
+
+
+def _check_classes(spec, family, raw) -> None:
+    """``params.classes`` (:func:`service.batch.classes.parse_classes`): only for the
+    classification models of a family that fits K classes; 422 otherwise."""
+    if raw is None:
+        return
+    if family.name not in MULTICLASS_FAMILIES:
+        raise item_error(f"multi-class models (params.classes) are gbfs models; "
+                         f"{spec.algorithm} is binary (labels -1/+1 or 0/1)",
+                         field="params.classes")
+    if spec.task != "classification":
+        raise item_error("params.classes is for task 'classification'",
+                         field="params.classes")
+    parse_classes(raw)
 
 
 def _window(raw, default_size: int) -> Window:

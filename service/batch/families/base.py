@@ -78,6 +78,15 @@ class BatchFamily:
         X, y = training
         if len(y) < 2:
             raise FitError(f"needs at least 2 training examples, the window holds {len(y)}")
+        classes = layout.classes
+        if classes is not None:  # a multi-class model: every class in the window
+            missing = sorted(set(range(len(classes))) - set(np.unique(y).astype(np.int64)
+                                                            .tolist()))
+            if missing:
+                raise FitError(f"the training window holds {len(classes) - len(missing)} of "
+                               f"the model's {len(classes)} classes (missing "
+                               f"{classes.labels(missing[:10])}); every class needs "
+                               "training examples")
         if task == "classification" and len(np.unique(y)) < 2:
             raise FitError("the training window holds one class only; classification needs "
                            "both")

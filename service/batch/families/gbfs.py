@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from service.batch.checks import check_curves, check_names
+from service.batch.classes import classes_of
 from service.batch.curves import TRAIN_ROWS, curve, greedy_order, masked_dense, set_figures
 from service.batch.families.base import BatchFamily, groups_lists, window_fold, window_rows
 from service.batch.layout import BatchLayout
@@ -59,24 +60,37 @@ def check_groups(model, layout: BatchLayout, groups, costs) -> None:
         raise ValueError("artifact's group costs are not this model's")
 
 
-def check_tree_ranges(model) -> None:
+def check_tree_ranges(model, n_classes: int | None = None) -> None:
     """ValueError unless each of a tree model's ensembles (the trees, and the unmasked
-    trees where it has them) can reach at most ``|base| + rate·Σ_t max|leaf_t|``, finite
-    and below 1e300, so no row can make an answer overflow; and one score a row (a
-    softmax model of K > 2 classes is not served). O(nodes)."""
-    if getattr(model, "n_trees_per_iteration_", 1) != 1:
-        raise ValueError("tree model: a softmax (multi-class) GBFS; versions serve one "
-                         "score a row (binary classification or regression)")
+    trees where it has them) can reach at most ``max|base| + rate·Σ_t max|leaf_t|``,
+    finite and below 1e300, so no row can make an answer overflow; and one score a row,
+    or with ``n_classes`` (a multi-class model) a softmax GBFS of exactly the classes
+    0..K-1 (a softmax GBFS in a binary or regression model is refused). O(nodes)."""
+    trees_per_round = getattr(model, "n_trees_per_iteration_", 1)
+    if n_classes is None and trees_per_round != 1:
+        raise ValueError("tree model: a softmax (multi-class) GBFS; versions of a model "
+                         "without params.classes serve one score a row (binary "
+                         "classification or regression)")
+    if n_classes is not None and (trees_per_round != n_classes or not np.array_equal(
+            np.asarray(model.classes_, dtype=np.float64), np.arange(n_classes))):
+        raise ValueError(f"tree model: not a softmax GBFS of this model's {n_classes} "
+                         "classes")
     for prefix in ("", "unmasked_"):
         values = getattr(model, f"{prefix}tree_value_", None)
         if values is None:
             continue
         values = np.asarray(values, dtype=np.float64)
         base = getattr(model, f"{prefix}base_score_", model.base_score_)
-        reach = abs(float(base)) + abs(float(model.learning_rate)) * float(
+        reach = float(np.max(np.abs(base))) + abs(float(model.learning_rate)) * float(
             np.abs(values).max(axis=1, initial=0.0).sum()) if values.ndim == 2 else np.inf
         if not np.isfinite(reach) or reach > 1e300:
             raise ValueError("tree model: its leaf values are out of range")
+
+
+def n_classes(spec) -> int:
+    """Trees a round: K for a multi-class model (softmax), else 1."""
+    classes = classes_of(spec)
+    return 1 if classes is None else len(classes)
 
 
 EARLY_STOPPED_TREES = 600  # trees a fit with early stopping is estimated to boost (each
@@ -105,6 +119,7 @@ def tree_sizes(spec, params, own, versions: int, *, artifact_extra: int = 0,
     bins = int_option(options.get("max_bins"), 255, 2, 255)
     trees = int_option(options.get("n_estimators"), 2000, 1, 1 << 24)
     trees *= 2 if unmasked_twin(options) else 1
+    trees *= n_classes(spec)
     newton = options.get("split_gain") == "newton"
     nodes = 2 ** (depth + 1) - 1
     hist = (24 + (16 if newton else 0)) * 2 ** (depth - 1) * D * (bins + 1)
@@ -130,6 +145,7 @@ def tree_seconds(spec, params, own, examples: int | None) -> float:
     trees = int_option(options.get("n_estimators"), 2000, 1, 1 << 24)
     if options.get("early_stopping_rounds") is not None:
         trees = min(trees, EARLY_STOPPED_TREES)
+    trees *= n_classes(spec)
     twin = unmasked_twin(options)
     rows = (1 + copies + (1 if twin else 0)) * n
     per_tree = GBFS_CELL_SECONDS * rows * D * depth + \
@@ -142,6 +158,7 @@ class GBFSFamily(BatchFamily):
     name = "gbfs"
     algorithms = ("gbfs",)
     reserved = frozenset({"loss", "feature_costs", "feature_groups", "group_costs"})
+    own_service_params = frozenset({"window", "classes"})
     warm_cases = (("gbfs", "regression", {"n_estimators": 3}),
                   ("gbfs", "classification", {"n_estimators": 3}))
 
@@ -154,6 +171,11 @@ class GBFSFamily(BatchFamily):
         from algorithms.gbfs import GBFS
 
         loss = "logistic" if task == "classification" else "squared"
+        if layout.classes is not None:  # K >= 3 classes: K trees a round
+            loss = "softmax"
+            if params.algorithm.get("uncomputed") == "prefix":
+                raise ValueError("a multi-class model (params.classes) answers with every "
+                                 "tree (uncomputed='missing'), not the prefix rule")
         return GBFS(loss=loss, feature_groups=groups_lists(layout), group_costs=layout.costs,
                     **dict(params.algorithm))
 
@@ -191,7 +213,8 @@ class GBFSFamily(BatchFamily):
                              length, f"meta.metrics.{part}")
         if not all_trees(model) and not (metrics.get("validation") or metrics.get("train")):
             raise ValueError("meta.metrics must hold the per-tree curves")
-        check_tree_ranges(model)
+        check_tree_ranges(model, None if artifact.layout.classes is None else
+                          len(artifact.layout.classes))
 
     def scorer(self, artifact):
         if not all_trees(artifact.model):
