@@ -162,11 +162,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         retain_freed_memory(settings.malloc_retain_bytes)  # in every worker process
         priority.configure(settings.background_nice, settings.gil_switch_interval_ms)
-        from service.startup import backend_description, model_summary
+        from service.startup import model_summary
 
         starting = time.perf_counter()
-        log.info("featurebudget starting on the %s", backend_description(settings))
         storage = make_storage(settings)
+        log.info("featurebudget starting on the %s", storage.description)
         await storage.open()
         app.state.answers = AnswerPool(settings.answer_threads, settings.answer_queue)
         manager = ModelManager(storage, settings, app.state.answers)
@@ -188,7 +188,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
         log.info("featurebudget ready in %.1f s on the %s: %s", time.perf_counter() - starting,
-                 backend_description(settings),
+                 storage.description,
                  model_summary(list(manager.hosts), list(manager.batch.hosts),
                                list(manager.failed)))
         watcher = asyncio.create_task(health.watch_readiness(manager), name="readiness")

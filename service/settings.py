@@ -6,11 +6,15 @@ import os
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from service.storage.redis_writes import RedisWriteSettings
 
 
-class Settings(BaseSettings):
-    """All knobs of the service; ``FEATUREBUDGET_<NAME>`` sets each one."""
+class Settings(RedisWriteSettings):
+    """All knobs of the service; ``FEATUREBUDGET_<NAME>`` sets each one (the Redis write
+    acknowledgement, ``REDIS_MIN_REPLICAS`` and ``REDIS_WAIT_TIMEOUT_MS``, in
+    :class:`RedisWriteSettings`)."""
 
     # hide_input_in_errors: a refused setting is named, never echoed (API keys, passwords)
     model_config = SettingsConfigDict(env_prefix="FEATUREBUDGET_", extra="ignore",
@@ -25,14 +29,6 @@ class Settings(BaseSettings):
         "redis+sentinel://host:port[,host:port...]/<master-name>[/<db>] (Redis Sentinels and "
         "the master they watch: the service follows a failover); FEATUREBUDGET_REDIS_URL is "
         "an alias; unset = file://<DATA_DIR>")
-    redis_min_replicas: int = Field(
-        default=0, description="Redis: acknowledge a write (the 202 of POST /examples, a "
-        "created model, a prediction id...) only once `WAIT` confirms that this many replicas "
-        "have it (503 with Retry-After otherwise), and fold only entries that many replicas "
-        "have; 0 = acknowledged once in the master's memory, no WAIT")
-    redis_wait_timeout_ms: int = Field(
-        default=1000, ge=1, description="Redis: how long a write waits for "
-        "REDIS_MIN_REPLICAS replicas to confirm it before the 503")
     data_dir: Path = Field(default=Path("./data"), description="embedded backend directory")
     fsync: bool = Field(default=False, description="fsync the local log on every append")
     log_segment_bytes: int = 64 << 20
@@ -107,14 +103,6 @@ class Settings(BaseSettings):
     version_check_seconds: float = 1.0  # API processes re-read current versions this often
     metrics_host: str = Field(default="127.0.0.1", description="address `featurebudget "
                               "worker` serves its Prometheus metrics on (0.0.0.0: every one)")
-
-    @field_validator("redis_min_replicas")
-    @classmethod
-    def _min_replicas(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError("FEATUREBUDGET_REDIS_MIN_REPLICAS is a number of Redis replicas "
-                             f"(0 = no WAIT), not {value}")
-        return value
 
     @field_validator("api_keys")
     @classmethod

@@ -1,6 +1,6 @@
-"""Start-up lines of the service's processes: :func:`mask_url` and
-:func:`backend_description` (the storage backend, and the data directory or the Redis URL
-without its password) and :func:`model_summary` (the models restored).
+"""Start-up lines of the service's processes: :func:`mask_url` (a URL without its password,
+as the Redis backend's ``Storage.description`` shows it) and :func:`model_summary` (the
+models restored).
 
 Compiling the kernels ahead (``featurebudget warmup``) is :mod:`service.warmup`.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import urllib.parse
-from pathlib import Path
 
 log = logging.getLogger("featurebudget")
 
@@ -30,13 +29,6 @@ def mask_url(url: str) -> str:
                              f"{k}={urllib.parse.quote(v, safe='')}" for k, v in pairs)
             masked = masked.replace(f"?{parts.query}", f"?{query}", 1)
     return masked
-
-
-def backend_description(settings) -> str:
-    """E.g. ``redis backend at redis://:***@redis:6379/0`` or ``local backend in /data``."""
-    if settings.redis_url:
-        return f"redis backend at {mask_url(settings.redis_url)}"
-    return f"local backend in {Path(settings.data_dir).resolve()}"
 
 
 def model_summary(online: list[str], batch: list[str], failed: list[str],

@@ -205,10 +205,10 @@ def _held(model: str, holder: str | None) -> str:
 async def _with_storage(settings, function, *args, **kwargs):
     from service.storage import make_storage
 
-    if not settings.redis_url and not (settings.data_dir / "models").is_dir():
+    storage = make_storage(settings)
+    if not storage.holds_service_data():
         raise PublishError(f"{settings.data_dir} is not a data directory of the service "
                            "(no models/ folder); give --data-dir or --redis-url")
-    storage = make_storage(settings)
     try:
         await storage.open()
     except RuntimeError as exc:

@@ -27,18 +27,16 @@ log = logging.getLogger("featurebudget.worker")
 
 async def run_worker(settings: Settings, *, metrics_port: int | None = None,
                      stop: asyncio.Event | None = None) -> None:
-    from service.startup import backend_description
-
     retain_freed_memory(settings.malloc_retain_bytes)
     starting = time.perf_counter()
-    log.info("batch worker starting on the %s", backend_description(settings))
+    storage = make_storage(settings)
+    log.info("batch worker starting on the %s", storage.description)
     if metrics_port:
         from prometheus_client import start_http_server
 
         start_http_server(metrics_port, addr=settings.metrics_host)
         log.info("batch worker metrics on http://%s:%d/metrics", settings.metrics_host,
                  metrics_port)
-    storage = make_storage(settings)
     await storage.open()
     process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}:worker"
     await asyncio.to_thread(warm_batch_kernels)
@@ -50,7 +48,7 @@ async def run_worker(settings: Settings, *, metrics_port: int | None = None,
             loop.add_signal_handler(sig, stop.set)
     await worker.start(follow=True)
     log.warning("batch worker %s ready in %.1f s on the %s: %d batch models (%s)", process_id,
-                time.perf_counter() - starting, backend_description(settings),
+                time.perf_counter() - starting, storage.description,
                 len(worker.folds), ", ".join(sorted(worker.folds)) or "none yet")
     try:
         await stop.wait()

@@ -19,7 +19,7 @@ def _serve(args: argparse.Namespace) -> int:
         schemes.set_url_env(args.redis_url)
     if args.data_dir:
         os.environ["FEATUREBUDGET_DATA_DIR"] = args.data_dir
-    if args.workers > 1 and not schemes.redis_url_in_env():
+    if args.workers > 1 and not schemes.shared_in_env():
         print("featurebudget serve: --workers > 1 needs Redis (FEATUREBUDGET_STORAGE_URL); "
               "the embedded backend serves from one process", file=sys.stderr)
         return 2
@@ -72,13 +72,14 @@ def _worker(args: argparse.Namespace) -> int:
 
     from service.batch.runner import run_worker
     from service.settings import Settings
+    from service.storage import make_storage
 
     if args.redis_url:
         schemes.set_url_env(args.redis_url)
     if args.data_dir:
         os.environ["FEATUREBUDGET_DATA_DIR"] = args.data_dir
     settings = Settings()
-    if not settings.redis_url:
+    if not make_storage(settings).shared:  # (constructed, not opened)
         print("featurebudget worker: needs Redis (--redis-url or FEATUREBUDGET_STORAGE_URL); on "
               "the embedded backend `featurebudget serve` runs the batch worker itself",
               file=sys.stderr)

@@ -93,6 +93,18 @@ class Storage(abc.ABC):
     log_id_form: str = "any string"  # how a log id looks, for messages
     log_id_pattern: re.Pattern | None = None  # None: any string
 
+    @property
+    def description(self) -> str:
+        """The backend and where it keeps its data, for start-up lines (no secret: a
+        password in a URL is masked), e.g. ``local backend in /data``."""
+        return f"{self.kind} backend"
+
+    def holds_service_data(self) -> bool:
+        """Whether the storage already holds the service's data, before :meth:`open` (which
+        may create it): a data directory with its ``models/``; a server, yes (it is asked
+        when opened). For commands that must not start a fresh, empty storage."""
+        return True
+
     def is_log_id(self, text: str) -> bool:
         """Whether ``text`` has the form of this backend's log ids; O(len(text))."""
         return self.log_id_pattern is None or self.log_id_pattern.match(text) is not None

@@ -40,6 +40,7 @@ import shutil
 import struct
 import threading
 import time
+import urllib.parse
 import uuid
 import zlib
 from collections import OrderedDict
@@ -373,6 +374,13 @@ class LocalStorage(Storage):
         self._listeners: list[asyncio.Queue] = []
         self._job_listeners: list[asyncio.Queue] = []
 
+    @property
+    def description(self) -> str:
+        return f"local backend in {self.root.resolve()}"
+
+    def holds_service_data(self) -> bool:
+        return (self.root / "models").is_dir()
+
     async def open(self) -> None:
         (self.root / "models").mkdir(parents=True, exist_ok=True)
         self._lock_handle = open(self.root / ".lock", "a+")  # noqa: SIM115
@@ -677,12 +685,16 @@ class LocalStorage(Storage):
         return dict(self._requested.get(model, {}))
 
 
+def file_path(url: str) -> Path:
+    """``file://<dir>`` -> ``<dir>`` (``file:///srv/data`` -> ``/srv/data``, ``file://data``
+    -> ``data``, relative to the working directory)."""
+    return Path(urllib.parse.unquote(url.partition("://")[2]))
+
+
 def open_url(url: str, settings) -> LocalStorage:
     """The scheme table's factory for ``file://<dir>`` (:mod:`service.storage.schemes`)."""
-    from service.storage.schemes import file_path
-
     return LocalStorage(file_path(url), segment_bytes=settings.log_segment_bytes,
                         fsync=settings.fsync)
 
 
-__all__ = ["LocalLog", "LocalStorage", "atomic_write", "id_key", "open_url"]
+__all__ = ["LocalLog", "LocalStorage", "atomic_write", "file_path", "id_key", "open_url"]

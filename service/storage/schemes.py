@@ -1,51 +1,70 @@
 """The storage scheme table: the scheme of ``FEATUREBUDGET_STORAGE_URL`` names the backend.
 
-One row per scheme: what it means, and the factory that opens that backend from the URL and
-the settings, named "module:function" and imported when used (a local service never imports
-redis-py; the backends may read the settings without an import circle). Adding a backend
-is a ``Storage`` subclass and one row here (docs/architecture.md, "Adding a storage
-backend"). Looking a URL up is O(1); :func:`check` fails on a scheme not in the table with a
-message listing the table.
+One row per scheme: what it means, the factory that opens that backend from the URL and the
+settings, an optional check of the URL's form, and what callers may ask before a backend
+exists (``shared``: several processes may use it, as its class's ``Storage.shared`` says;
+``redis``: clients and chores may reach it with redis-py). The Redis factory imports its
+backend when called (a local service never imports redis-py); the backends
+import neither this table nor the service's settings, so no import circle passes through it.
+Adding a backend is a ``Storage`` subclass and one row here (docs/architecture.md, "Adding a
+storage backend"). Looking a URL up is O(1); :func:`check` fails on a scheme not in the
+table with a message listing the table.
 """
 
 from __future__ import annotations
 
-import importlib
-import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from service.storage import local
 from service.storage.base import Storage
+from service.storage.local import file_path
+
+__all__ = ["SCHEMES", "Scheme", "check", "file_path", "is_redis", "is_shared", "lookup",
+           "open_storage", "redis_url_in_env", "scheme_of", "set_url_env"]
 
 
 @dataclass(frozen=True)
 class Scheme:
     form: str  # the URL's form, for messages and docs
     meaning: str
-    factory: str  # "module:function", called as function(url, settings) -> Storage
-    check: str | None = None  # "module:function" raising ValueError on a malformed URL
+    factory: Callable[[str, object], Storage]  # factory(url, settings) -> Storage, not opened
+    check: Callable[[str], None] | None = None  # raises ValueError on a malformed URL
+    shared: bool = False  # several processes may share it (its class's Storage.shared)
     redis: bool = False  # clients and chores may reach it with redis-py (settings.redis_url)
 
 
-_REDIS = "service.storage.redis:open_url"
-_REDIS_CHECK = "service.storage.schemes:check_redis"
+def open_redis(url: str, settings) -> Storage:
+    """The Redis schemes (:func:`service.storage.redis.storage.open_url`); imports redis-py."""
+    from service.storage.redis.storage import open_url
+
+    return open_url(url, settings)
+
+
+def check_redis(url: str) -> None:
+    """ValueError for a malformed cluster or sentinel URL."""
+    from service import wire
+
+    wire.cluster_url(url)
+    wire.sentinel_url(url)
+
+
+def _redis(form: str, meaning: str) -> Scheme:
+    return Scheme(form, meaning, open_redis, check_redis, shared=True, redis=True)
+
 
 SCHEMES: dict[str, Scheme] = {
     "file": Scheme("file://<dir>", "embedded backend: files in <dir> (one process)",
-                   "service.storage.local:open_url"),
-    "redis": Scheme("redis://[user:password@]host:port/<db>", "one Redis server",
-                    _REDIS, _REDIS_CHECK, True),
-    "rediss": Scheme("rediss://...", "one Redis server, over TLS", _REDIS, _REDIS_CHECK, True),
-    "unix": Scheme("unix:///path/redis.sock[?db=<db>]", "one Redis server, on a Unix socket",
-                   _REDIS, _REDIS_CHECK, True),
-    "redis+cluster": Scheme("redis+cluster://[user:password@]host:port[,host:port...]/",
-                            "a Redis Cluster", _REDIS, _REDIS_CHECK, True),
-    "rediss+cluster": Scheme("rediss+cluster://...", "a Redis Cluster, over TLS",
-                             _REDIS, _REDIS_CHECK, True),
-    "redis+sentinel": Scheme(
+                   local.open_url),
+    "redis": _redis("redis://[user:password@]host:port/<db>", "one Redis server"),
+    "rediss": _redis("rediss://...", "one Redis server, over TLS"),
+    "unix": _redis("unix:///path/redis.sock[?db=<db>]", "one Redis server, on a Unix socket"),
+    "redis+cluster": _redis("redis+cluster://[user:password@]host:port[,host:port...]/",
+                            "a Redis Cluster"),
+    "rediss+cluster": _redis("rediss+cluster://...", "a Redis Cluster, over TLS"),
+    "redis+sentinel": _redis(
         "redis+sentinel://[user:password@]host:port[,host:port...]/<master-name>[/<db>]",
-        "the Redis master that Redis Sentinels watch (followed through a failover)",
-        _REDIS, _REDIS_CHECK, True),
+        "the Redis master that Redis Sentinels watch (followed through a failover)"),
 }
 
 
@@ -61,9 +80,11 @@ def is_redis(url: str | None) -> bool:
     return row is not None and row.redis
 
 
-def _load(target: str):
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+def is_shared(url: str | None) -> bool:
+    """Whether ``url`` names a backend several processes may share (False for a URL of no
+    scheme in the table, or none)."""
+    row = SCHEMES.get(scheme_of(url or ""))
+    return row is not None and row.shared
 
 
 def lookup(url: str) -> Scheme:
@@ -83,37 +104,35 @@ def check(url: str) -> str:
     ValueError (at startup, from the settings)."""
     row = lookup(url)
     if row.check is not None:
-        _load(row.check)(url)
+        row.check(url)
     return url
 
 
 def open_storage(url: str, settings) -> Storage:
     """The backend ``url`` names, configured by ``settings`` (not opened yet)."""
-    return _load(lookup(url).factory)(url, settings)
+    return lookup(url).factory(url, settings)
 
 
-def file_path(url: str) -> Path:
-    """``file://<dir>`` -> ``<dir>`` (``file:///srv/data`` -> ``/srv/data``, ``file://data``
-    -> ``data``, relative to the working directory)."""
-    return Path(urllib.parse.unquote(url.partition("://")[2]))
+def _storage_url_in_env(environ=None) -> str | None:
+    import os
 
-
-def check_redis(url: str) -> None:
-    from service import wire
-
-    wire.cluster_url(url)  # malformed cluster or sentinel URLs raise here
-    wire.sentinel_url(url)
+    environ = os.environ if environ is None else environ
+    return environ.get("FEATUREBUDGET_STORAGE_URL") or environ.get("FEATUREBUDGET_REDIS_URL")
 
 
 def redis_url_in_env(environ=None) -> str | None:
     """The Redis URL that ``FEATUREBUDGET_STORAGE_URL`` (or its alias
     ``FEATUREBUDGET_REDIS_URL``) names in the environment; None for another backend or none.
     For commands that decide before the settings are read."""
-    import os
-
-    environ = os.environ if environ is None else environ
-    url = environ.get("FEATUREBUDGET_STORAGE_URL") or environ.get("FEATUREBUDGET_REDIS_URL")
+    url = _storage_url_in_env(environ)
     return url if is_redis(url) else None
+
+
+def shared_in_env(environ=None) -> bool:
+    """Whether the environment's storage URL (``FEATUREBUDGET_STORAGE_URL`` or its alias)
+    names a backend several processes may share. For commands that decide before the
+    settings are read."""
+    return is_shared(_storage_url_in_env(environ))
 
 
 def set_url_env(url: str) -> None:

@@ -75,3 +75,19 @@ def test_a_malformed_redis_url_is_refused_by_its_backend(monkeypatch):
     monkeypatch.setenv("FEATUREBUDGET_STORAGE_URL", "redis+sentinel://h:1/")
     with pytest.raises(ValidationError, match="names the master"):
         Settings()
+
+
+@pytest.mark.parametrize("scheme", sorted(schemes.SCHEMES))
+def test_a_row_says_what_its_backend_is(scheme, tmp_path, monkeypatch):
+    """What a row tells before any backend exists (shared, reachable with redis-py) is what
+    the backend it opens says; its factory and check are functions, not import strings."""
+    row = schemes.SCHEMES[scheme]
+    assert callable(row.factory) and (row.check is None or callable(row.check))
+    url = {"file": f"file://{tmp_path}", "unix": "unix:///tmp/r.sock",
+           "redis+sentinel": "redis+sentinel://h:1/master"}.get(scheme, f"{scheme}://h:1/")
+    if "cluster" not in scheme and scheme not in ("file", "unix", "redis+sentinel"):
+        url += "0"
+    monkeypatch.setenv("FEATUREBUDGET_STORAGE_URL", url)
+    storage = make_storage(Settings())  # (not opened: no server)
+    assert storage.shared is row.shared is schemes.is_shared(url) is schemes.shared_in_env()
+    assert row.redis is (storage.kind == "redis") is (schemes.redis_url_in_env() == url)

@@ -48,9 +48,9 @@ class RedisStorage(LogMixin, LeasesMixin, ModelsMixin, ValuesMixin, EventsMixin,
         self.autoclaim_idle_ms = autoclaim_idle_ms
         self.deadletter_maxlen = deadletter_maxlen
         if min_replicas is None or wait_timeout_ms is None:
-            from service.settings import Settings
+            from service.storage.redis_writes import RedisWriteSettings
 
-            settings = Settings()
+            settings = RedisWriteSettings()
             min_replicas = settings.redis_min_replicas if min_replicas is None else min_replicas
             wait_timeout_ms = (settings.redis_wait_timeout_ms if wait_timeout_ms is None
                                else wait_timeout_ms)
@@ -62,6 +62,12 @@ class RedisStorage(LogMixin, LeasesMixin, ModelsMixin, ValuesMixin, EventsMixin,
         # what the raw reader WAITs for after each read (nothing with min_replicas = 0)
         self.replicas = (self.min_replicas, self.wait_timeout_ms) if self.min_replicas else ()
         self.catalog = self.topology.catalog(self)
+
+    @property
+    def description(self) -> str:
+        from service.startup import mask_url
+
+        return f"redis backend at {mask_url(self.url)}"
 
     def id_time(self, log_id: str) -> float | None:
         return id_key(log_id)[0] / 1e3
