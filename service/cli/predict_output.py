@@ -143,11 +143,12 @@ class Output:
 
 
 def _csv_value(value):
-    """A CSV cell: groups joined by ';', the next group by its name, None empty."""
+    """A CSV cell: a list (groups; a multi-class model's class scores or probabilities)
+    joined by ';', the next group by its name, None empty."""
     if value is None:
         return ""
     if isinstance(value, list):
-        return ";".join(value)
+        return ";".join(map(str, value))
     if isinstance(value, dict):
         return value.get("name", "")
     return value

@@ -179,3 +179,36 @@ def test_bad_classes_are_refused_at_create(client, algorithm, task, classes, mes
     error = response.json()["errors"][0]
     assert message in error["message"] and error["field"] == "params.classes"
     assert client.get("/v1/models/bad").status_code == 404
+
+
+def test_a_multi_class_snapshot_restores_and_a_binary_one_is_refused(batch_client):
+    X, y, groups, costs, names, layout = cube(300, seed=4)
+    y = y % 3
+    create_batch(batch_client, "three", algorithm="gbfs", groups=layout,
+                 task="classification", params={"classes": 3, **TREES})
+    batch_client.post("/v1/models/three/examples?wait=true", json={
+        "examples": named(X, names, range(300), y.tolist())})
+    assert retrain(batch_client, "three")["status"] == "succeeded"
+    page = batch_client.get("/v1/models/three/sequence.html")
+    assert page.status_code == 200 and "three" in page.text
+    snapshot = batch_client.get("/v1/models/three/snapshot").content
+    restored = batch_client.put("/v1/models/three/snapshot", content=snapshot, headers={
+        "content-type": "application/vnd.featurebudget.state"})
+    assert restored.status_code == 200, restored.text
+    assert restored.json()["examples_applied"] == 300 and restored.json()["version"] == 2
+    create_batch(batch_client, "two", algorithm="gbfs", groups=layout,
+                 task="classification", params=TREES)
+    batch_client.post("/v1/models/two/examples?wait=true", json={
+        "examples": named(X, names, range(300), [1 if k else -1 for k in y])})
+    binary = batch_client.get("/v1/models/two/snapshot").content
+    refused = batch_client.put("/v1/models/three/snapshot", content=binary, headers={
+        "content-type": "application/vnd.featurebudget.state"})
+    assert refused.status_code == 422 and "class indices 0..2" in refused.text, refused.text
+    assert fold_examples(batch_client, "three") == 300
+
+
+def test_csv_cells_of_a_multi_class_answer():
+    from service.cli.predict_output import _csv_value
+
+    assert _csv_value([0.25, 0.75]) == "0.25;0.75"
+    assert _csv_value(["size", "colour"]) == "size;colour"
