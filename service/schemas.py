@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from algorithms.online import LEARNERS
 from service.batch.families import FAMILIES, STATISTICS, algorithm_families
+from service.batch.jobs import Job
 
 # The API's algorithms come from the registries: a learner added to LEARNERS (one file and
 # one line, algorithms/README.md) is an algorithm of POST /v1/models, and so is every
@@ -340,28 +341,13 @@ class NextAnswers(BaseModel):
     answers: list[ExampleNext]
 
 
-class JobPublic(BaseModel):
-    """A retrain job (``status``: queued, running, succeeded, failed or cancelled; an API
-    process that does not serve the succeeded job's version yet says ``published``)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    id: str
-    status: Literal["queued", "running", "succeeded", "failed", "cancelled", "published"]
-    trigger: str
-    created_at: float
-    started_at: float | None = None
-    finished_at: float | None = None
-    progress: float = 0.0
-    examples_used: int | None = None
-    validation_examples: int | None = None
-    trained_through: str | None = None
-    requested_through: str | None = None
-    duration_seconds: float | None = None
-    error: str | None = None
-    version: int | None = None
-    attempts: int = 0
-    cancel_requested: bool | None = None
+JobPublic = create_model(
+    "JobPublic", __config__=ConfigDict(extra="allow"), __module__=__name__,
+    __doc__="A retrain job (``status``: queued, running, succeeded, failed or cancelled; an "
+            "API\n    process that does not serve the succeeded job's version yet says "
+            "``published``).", **Job.answer_fields())
+"""The API's shape of a retrain job, made from :class:`service.batch.jobs.Job` (one
+definition of its members)."""
 
 
 class JobList(BaseModel):

@@ -14,8 +14,9 @@ import dataclasses
 import enum
 import json
 import time
+import typing
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from service.errors import ConflictError
 from service.fold_loop import LeaseLost
@@ -37,6 +38,9 @@ class JobStatus(enum.StrEnum):
     @property
     def finished(self) -> bool:
         return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+_ALWAYS_ANSWERED = frozenset({"id", "status", "trigger", "created_at"})
 
 
 @dataclasses.dataclass
@@ -88,6 +92,25 @@ class Job:
     @property
     def finished(self) -> bool:
         return self.status.finished
+
+    @classmethod
+    def answer_fields(cls) -> dict[str, tuple[Any, Any]]:
+        """The members of a job as the API answers it, in order: name -> (type, default),
+        ``...`` for a member every answer has (``id``, ``status``, ``trigger``,
+        ``created_at``); ``status`` may also be ``published`` (:class:`JobStatus`), and
+        ``cancel_requested`` is added by the API for a running job asked to stop. The API's
+        schema (:class:`service.schemas.JobPublic`) is made from this. O(members)."""
+        hints = typing.get_type_hints(cls)
+        out: dict[str, tuple[Any, Any]] = {}
+        for f in dataclasses.fields(cls):
+            if f.name == "extra":
+                continue
+            default = ... if f.name in _ALWAYS_ANSWERED else f.default
+            kind = (Literal[tuple(s.value for s in JobStatus)] if f.name == "status"
+                    else hints[f.name])
+            out[f.name] = (kind, default)
+        out["cancel_requested"] = (bool | None, None)
+        return out
 
     def finish(self, status: JobStatus, **changes: Any) -> None:
         """End the job now with ``status`` (and the given members)."""

@@ -503,3 +503,17 @@ def test_group_tuples_and_dicts_give_the_same_body():
                                                                 "features": ["x", "y"],
                                                                 "cost": 1}]}
     assert info.family == "nvsd" and info.n_selected is None and info.version is None
+
+
+def test_the_clients_job_reads_members_the_service_answers():
+    """The client's Job (a distribution of its own, which imports nothing of the server)
+    reads members of the one Job definition (service.batch.jobs.Job, which the API's schema
+    JobPublic is made from)."""
+    from featurebudget_client.answers import Job as ClientJob
+
+    from service.batch.jobs import Job
+    from service.schemas import JobPublic
+
+    answered = Job.answer_fields()
+    assert set(ClientJob._FIELDS) <= set(answered)
+    assert list(JobPublic.model_fields) == list(answered)
