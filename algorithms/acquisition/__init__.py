@@ -11,10 +11,11 @@ from algorithms.acquisition.policy import (
     ConditionedAcquisition,
     Decision,
 )
-from algorithms.acquisition.predictors import masked_predictor
+from algorithms.acquisition.predictors import masked_predictor, set_predictor
 from algorithms.acquisition.search import best_superset, best_superset_reference
 from algorithms.acquisition.table import LossTable, mask_costs
 
 __all__ = ["LOSSES", "NOTHING_FITS", "NOT_WORTH", "Candidate", "ConditionedAcquisition",
            "Decision", "GreedyNeighbours", "LossTable", "best_superset",
-           "best_superset_reference", "mask_costs", "masked_predictor", "row_losses"]
+           "best_superset_reference", "mask_costs", "masked_predictor", "row_losses",
+           "set_predictor"]
