@@ -7,9 +7,10 @@ knowing only the groups ``S``; labels are class indices ``y_i in {0..K-1}``.
 Calibration per set is temperature scaling (C. Guo, G. Pleiss, Y. Sun, K. Q. Weinberger,
 "On calibration of modern neural networks", ICML 2017): ``p(H) = softmax(a H)`` with one
 parameter ``a >= 0`` (the inverse temperature) minimizing the cross-entropy against smoothed
-targets that generalize Platt's (K = 2 gives exactly his)
+targets that generalize Platt's (K = 2 gives exactly his): a row of class ``y`` puts
+``1 / (N_y + 2)`` of its mass, shared equally, on the other K - 1 classes,
 
-    t_ik = (N_k + 1) / (N_k + K) if y_i = k,   t_ik = 1 / (N_{y_i} + K) otherwise,
+    t_ik = (N_k + 1) / (N_k + 2) if y_i = k,   t_ik = 1 / ((N_{y_i} + 2)(K - 1)) otherwise,
     L(a) = sum_i [logsumexp_k(a H_ik) - sum_k t_ik a H_ik],
 
 (``N_k``: the rows of class ``k`` among those fitted). ``L`` is convex in ``a`` with
@@ -48,8 +49,8 @@ def smoothed_targets(y: np.ndarray, n_classes: int) -> np.ndarray:
     """The (n, K) smoothed targets of the module docstring. O(n K)."""
     y = np.asarray(y, dtype=np.int64)
     counts = np.bincount(y, minlength=n_classes).astype(np.float64)
-    denominator = counts[y] + n_classes
-    t = np.repeat((1.0 / denominator)[:, None], n_classes, axis=1)
+    denominator = counts[y] + 2.0
+    t = np.repeat((1.0 / (denominator * (n_classes - 1)))[:, None], n_classes, axis=1)
     t[np.arange(y.size), y] = (counts[y] + 1.0) / denominator
     return t
 
