@@ -106,3 +106,6 @@ class Host:
 
     async def sequence(self) -> list[dict[str, Any]]:
         raise self.refuse("sequence")
+
+    async def acquisition(self) -> dict[str, Any]:
+        raise self.refuse("acquisition")

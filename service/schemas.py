@@ -220,6 +220,11 @@ class BatchModelPublic(BaseModel):
         None, description="auto models: the sets the served version fitted a specialist "
         "for (groups, kind, whether it answers the set, held-out figures of it and both "
         "halves)")
+    acquisition: dict[str, Any] | None = Field(
+        None, description="what the served version's per-example next-group policy does "
+        "(GET /v1/models/{model}/acquisition, which starts computing it; here it starts "
+        "only once the policy was asked for: state \"ready\", \"building\", \"not "
+        "started\" or \"none\" with a reason)")
 
 
 class RollbackRequest(BaseModel):

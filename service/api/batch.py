@@ -114,6 +114,17 @@ async def sequence(model: str, manager: Manager) -> Response:
     return Response(orjson.dumps(payload), media_type="application/json")
 
 
+@router.get("/acquisition", dependencies=[ReadAccess])
+async def acquisition(model: str, manager: Manager) -> dict:
+    """What the served version's per-example next-group policy does on its held-out rows:
+    episodes from no group computed at a few exchange rates (first and second choices,
+    mean cost, held-out loss and metric at the stop) and the gate's verdict. The first
+    request starts computing it on a background thread (and the policy, if no per-example
+    ``/next`` has): ``state`` "building" until it is "ready"; "none" with a ``reason``
+    for a version without a policy."""
+    return await (await manager.get(model)).acquisition()
+
+
 def _notice(status: int) -> dict:
     """404/409 of the page: problem+json, or for a browser (Accept naming text/html) a page
     saying why there is no curve and what to do."""
@@ -134,12 +145,14 @@ async def sequence_html(model: str, manager: Manager, request: Request) -> HTMLR
         if host.kind == "batch":
             await host.models.require_version(host)
         rows = await host.sequence()
+        policy = await host.acquisition()
     except ServiceError as exc:
         if "text/html" not in request.headers.get("accept", ""):
             raise
         return HTMLResponse(notice_page(model, exc.detail, exc.status),
                             status_code=exc.status)
-    return HTMLResponse(sequence_page(host.name, host.family, host.spec.task, rows))
+    return HTMLResponse(sequence_page(host.name, host.family, host.spec.task, rows,
+                                      policy=policy))
 
 
 ui = APIRouter(tags=["pages"], route_class=KeyCheckedRoute)

@@ -47,6 +47,7 @@ MAX_ROWS = 5000
 MIN_ROWS = 20
 _NONE = object()  # a version without a policy
 BUILDING = object()  # a version whose policy is being built
+NOT_STARTED = object()  # a version whose policy nobody asked for yet (peek)
 _lock = threading.Lock()
 _policies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _building: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -194,6 +195,16 @@ def policy_of(artifact, *, wait: bool = False):
     return BUILDING
 
 
+def peek(artifact):
+    """The cached policy of a served version without starting its build: the policy, None
+    (it has none), ``BUILDING`` (its build runs) or ``NOT_STARTED``. Thread-safe, O(1)."""
+    with _lock:
+        hit = _policies.get(artifact)
+        if hit is None:
+            return BUILDING if artifact in _building else NOT_STARTED
+    return None if hit is _NONE else hit
+
+
 def _build_once(artifact, building: threading.Lock) -> None:
     """Build and keep the version's policy unless another call did (one build each)."""
     with building:
@@ -256,5 +267,5 @@ def answer(artifact, x: np.ndarray, S: list[int], max_cost: float | None,
     return out
 
 
-__all__ = ["BUILDING", "MAX_ROWS", "MIN_ROWS", "POOL_GROUPS", "answer", "build", "held_out_rows",
-           "policy_of", "set_outputs", "set_predictor"]
+__all__ = ["BUILDING", "MAX_ROWS", "MIN_ROWS", "NOT_STARTED", "POOL_GROUPS", "answer", "build",
+           "held_out_rows", "peek", "policy_of", "set_outputs", "set_predictor"]

@@ -14,6 +14,7 @@ from typing import Any
 
 from service import metrics
 from service.batch import artifact as artifacts
+from service.batch import policy_summary
 from service.batch.ingest import parse_batch_body
 from service.batch.spec import BatchLayout, split_params
 from service.errors import ConflictError
@@ -89,6 +90,13 @@ class BatchHost(Host):
     async def sequence(self) -> dict[str, Any]:
         await self.models.require_version(self)
         return await self.models.answer(self.models.served(self).sequence)
+
+    async def acquisition(self) -> dict[str, Any]:
+        """What the served version's per-example policy does (its summary is started if
+        nobody has: :mod:`service.batch.policy_summary`)."""
+        await self.models.require_version(self)
+        return {"model": self.name,
+                **policy_summary.describe(self.models.served(self), start=True)}
 
     def refuse(self, what: str) -> ConflictError:
         if what == "feedback":

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from service.batch.page import _STYLE, DASH, cell
+from service.batch.policy_page import ui_cell
 
 _HEAD = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
@@ -43,12 +44,12 @@ def _row(info: dict[str, Any]) -> str:
         link = f'<a href="/v1/models/{name}/sequence.html">' + \
             ("curve" if version is not None else "no version yet") + "</a>"
         figures = (cell(version), cell(info.get("examples_applied")), DASH, DASH,
-                   when(info.get("version_created_at")))
+                   ui_cell(info), when(info.get("version_created_at")))
     else:
         kind, link = "online", ""
         accuracy = info.get("progressive_accuracy")
         figures = (DASH, cell(info.get("examples_applied")), _kept(info),
-                   DASH if accuracy is None else f"{accuracy:.4f}",
+                   DASH if accuracy is None else f"{accuracy:.4f}", DASH,
                    when(info.get("applied_at")))
     cells = "".join(f"<td>{text}</td>" for text in figures)
     return (f'<tr><td class="name">{name}</td><td class="name">{cell(info.get("algorithm"))}'
@@ -59,19 +60,24 @@ def models_page(models: list[dict[str, Any]]) -> str:
     """``/ui``: one row per model (``describe(features=False)`` of each), a note on what
     the columns mean. O(models)."""
     body = "".join(_row(info) for info in models) or \
-        '<tr><td class="name" colspan="9">no models yet</td></tr>'
+        '<tr><td class="name" colspan="10">no models yet</td></tr>'
     return f"""{_HEAD.format(title="featurebudget models", style=_STYLE)}
 <h1>featurebudget models</h1>
 <div class="wide"><table id="models"><tr><th class="name">model</th>
 <th class="name">algorithm</th><th class="name">kind</th><th>version</th>
 <th>examples applied</th><th>features kept</th><th>progressive accuracy</th>
-<th>last update (UTC)</th><th class="name"></th></tr>{body}</table></div>
+<th>next group per example</th><th>last update (UTC)</th><th class="name"></th></tr>{body}
+</table></div>
 <dl class="how" id="how-to-read"><dt>Online models</dt><dd>learn every example as it is
 applied: features kept are the nonzero weights (of the budget, where there is one),
 progressive accuracy is over each example before it was learned, the last update is when
 examples were last applied (or the state restored).</dd>
 <dt>Batch models</dt><dd>answer from a trained version: the last update is when the served
-version was trained; its curve shows what each further group of features buys.</dd></dl>
+version was trained; its curve shows what each further group of features buys.</dd>
+<dt>Next group per example</dt><dd>whether a batch model's <code>/next</code> with examples
+picks each example's next group from the values it has computed (per-example) or tells every
+example with the same groups the same one (per-set); the link shows what it does on held-out
+rows (opening it starts computing that).</dd></dl>
 </body></html>
 """
 

@@ -20,7 +20,7 @@ import numpy as np
 from service import metrics
 from service.answers import AnswerPool
 from service.batch import artifact as artifacts
-from service.batch import requested_sets
+from service.batch import policy_summary, requested_sets
 from service.batch.candidate import candidate
 from service.batch.fit import check_estimator
 from service.batch.host import BatchHost
@@ -260,6 +260,8 @@ class BatchModels:
             "log_position": status["applied_id"], "log_end": log_end,
             "owner": bool(fold is not None and fold.owner),
             "serving_error": host.load_error,
+            "acquisition": None if served is None else
+            policy_summary.describe(served, start=False),
             **({} if served is None or "specialists" not in served.meta.get("metrics", {})
                else {"specialists": served.meta["metrics"]["specialists"]})}
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.batch.families import FAMILIES
+from service.batch.policy_page import policy_section
 
 DASH = "\u2014"  # what a missing value shows as, never "None"
 
@@ -416,7 +417,10 @@ def _head(columns: list[tuple[str, str, str, bool]]) -> str:
     return f'<tr>{"".join(top)}</tr><tr>{"".join(below)}</tr>'
 
 
-def sequence_page(model: str, family: str, task: str, sequence: dict[str, Any]) -> str:
+def sequence_page(model: str, family: str, task: str, sequence: dict[str, Any], *,
+                  policy: dict[str, Any] | None = None) -> str:
+    """The page; ``policy``: the per-example policy's summary or state
+    (:mod:`service.batch.policy_summary`), shown below the sequence (none: left out)."""
     created = sequence.get("created_at")
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(created)) \
         if _finite(created) else DASH
@@ -457,7 +461,8 @@ def sequence_page(model: str, family: str, task: str, sequence: dict[str, Any]) 
 {curve_svg(sequence, family, task)}
 <div class="wide"><table id="sequence">{head}
 {"".join(body)}
-</table></div>{specialists_table(sequence.get("specialists"), task)}</body></html>
+</table></div>{specialists_table(sequence.get("specialists"), task)}
+{policy_section(model, policy)}</body></html>
 """
 
 

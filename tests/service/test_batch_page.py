@@ -78,11 +78,12 @@ def chromium() -> str:
     pytest.skip("no chromium on this machine (apt-get install chromium)")
 
 
-def browse(url: str, tmp_path: Path, *args: str, width: int = 1000
+def browse(url: str, tmp_path: Path, *args: str, width: int = 1000, height: int = 900
            ) -> subprocess.CompletedProcess:
     command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
                "--disable-dev-shm-usage", "--enable-logging=stderr", "--v=0",
-               f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={width},900", *args, url]
+               f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={width},{height}",
+               *args, url]
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
@@ -378,8 +379,9 @@ def test_the_models_page_shows_what_an_online_model_has(served_model, tmp_path):
     url, _ = served_model
     dom = dump(f"{url}/ui", tmp_path)
     info = httpx.get(f"{url}/v1/models/online").json()
-    kind, version, examples, kept, accuracy, updated, link = cells_of(dom, "online")[1:]
-    assert (kind, version, link) == ("online", page.DASH, "")
+    kind, version, examples, kept, accuracy, policy, updated, link = \
+        cells_of(dom, "online")[1:]
+    assert (kind, version, policy, link) == ("online", page.DASH, page.DASH, "")
     assert int(examples) == info["examples_applied"] == 50
     assert kept == f"{info['n_selected']} of 3" and 0 < info["n_selected"] <= 3
     assert accuracy == f"{info['progressive_accuracy']:.4f}"
@@ -432,11 +434,12 @@ def test_gbfs_rows_say_how_many_splits_read_their_groups(served_model, tmp_path,
 
 def test_the_chart_fits_a_narrow_window(served_model, tmp_path):
     """At 500 px the curve is scaled down, not cut: it ends inside the window (the
-    validation curve's last step reaches the plot's right end) and both curves show."""
+    validation curve's last step reaches the plot's right end) and both curves show. (The
+    window is tall enough for the whole page: a vertical scrollbar would narrow it.)"""
     url, _ = served_model
     shot = tmp_path / "narrow.png"
     result = browse(f"{url}/v1/models/d/sequence.html", tmp_path, f"--screenshot={shot}",
-                    width=500)
+                    width=500, height=1800)
     assert shot.exists(), result.stderr[-2000:]
     from PIL import Image
 
