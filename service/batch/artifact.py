@@ -45,8 +45,12 @@ FORMAT_VERSION = 2
 READS = (1, 2)  # the format versions this service reads
 
 
-def held_out_for(family: str, rows):
-    """The held-out rows a version of ``family`` keeps (its adapter says)."""
+def held_out_for(family: str, rows, layout: BatchLayout | None = None):
+    """The held-out rows a version of ``family`` keeps (its adapter says; a multi-class
+    version, ``layout.classes``, always keeps them: its per-set figures are measured on
+    them)."""
+    if layout is not None and layout.classes is not None:
+        return rows
     return family_of(family).held_out_for(rows)
 
 

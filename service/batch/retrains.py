@@ -233,7 +233,8 @@ class RetrainJobs:
             owner = self.process_id if self.storage.shared else None
             async with renewing(self.storage, self.settings, self.name, self.process_id):
                 blob = await in_background(artifacts.pack, model, stats, meta,
-                                         artifacts.held_out_for(spec.family, held_out))
+                                         artifacts.held_out_for(spec.family, held_out,
+                                                                self.layout))
                 # the fit's inputs are not needed any more: not held while the version is
                 # written and loaded (service.batch.spec.SizeEstimate.fit_peak)
                 training = validation = held_out = stats = model = rows = None

@@ -86,7 +86,7 @@ def split_params(spec: ModelCreate) -> BatchParams:
                        window, estimator, params)
 
 
-MULTICLASS_FAMILIES = ("gbfs",)
+MULTICLASS_FAMILIES = ("gbfs", "auto")
 
 
 def _check_classes(spec, family, raw) -> None:
@@ -95,7 +95,7 @@ def _check_classes(spec, family, raw) -> None:
     if raw is None:
         return
     if family.name not in MULTICLASS_FAMILIES:
-        raise item_error(f"multi-class models (params.classes) are gbfs models; "
+        raise item_error(f"multi-class models (params.classes) are gbfs or auto models; "
                          f"{spec.algorithm} is binary (labels -1/+1 or 0/1)",
                          field="params.classes")
     if spec.task != "classification":

@@ -104,6 +104,39 @@ def test_cube_served_equals_the_in_process_softmax_gbfs(batch_client):
     assert len(gains) == 20 and any(g is not None and np.isfinite(g) for g in gains)
 
 
+def test_auto_with_classes_is_its_softmax_gbfs_half(batch_client):
+    X, y, groups, costs, names, layout = cube(700, seed=5)
+    create_batch(batch_client, "auto8", algorithm="auto", groups=layout,
+                 task="classification", params={"classes": 8, "gbfs_params": TREES})
+    response = batch_client.post("/v1/models/auto8/examples?wait=true", json={
+        "examples": named(X, names, range(600), y.tolist())})
+    assert response.status_code == 202, response.text
+    assert retrain(batch_client, "auto8")["status"] == "succeeded"
+    state = loads_state(batch_client.get("/v1/models/auto8/snapshot").content)
+    Xv, yv = state["validation.X"], state["validation.y"]
+    reference = GBFS(loss="softmax", split_gain="newton", feature_groups=groups,
+                     group_costs=costs, **TREES).fit(state["train.X"], state["train.y"],
+                                                     X_val=Xv, y_val=yv)
+    held = MulticlassSetFigures(
+        lambda rows, S: reference.decision_function(rows, computed_groups=S), Xv, yv,
+        n_classes=8, groups=groups, costs=costs)
+    subset = [0, 1, 2, 3, 4]
+    answer = batch_client.post("/v1/models/auto8/predict", json={
+        "examples": named(X, names, range(600, 700), keep=set(subset))}).json()
+    raw = reference.decision_function(np.where(np.isin(np.arange(20), subset), X[600:700],
+                                               0.0), computed_groups=subset)
+    np.testing.assert_allclose(answer["predictions"], raw, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(answer["probabilities"],
+                               softmax(held.figures(subset).logits(raw), axis=1), rtol=1e-6)
+    assert answer["labels"] == np.argmax(raw, axis=1).tolist()
+    assert answer["answered_by"] == "gbfs" and answer["classes"] == list(range(8))
+    assert answer["expected_log_loss"] == pytest.approx(held.figures(subset).log_loss,
+                                                        rel=1e-6)
+    prefixes = batch_client.get("/v1/models/auto8/sequence").json()["prefixes"]
+    assert {p["answered_by"] for p in prefixes} == {"gbfs"}
+    assert batch_client.get("/v1/models/auto8/sequence.html").status_code == 200
+
+
 def test_integer_classes_travel_as_indices_in_numeric_formats(batch_client):
     X, y, groups, costs, names, layout = cube(300, seed=2)
     y = y % 3
@@ -168,8 +201,8 @@ def test_a_class_missing_from_the_window_fails_the_retrain_and_says_which(batch_
     ("gbfs", "classification", ["a", "b", "a"], "listed twice"),
     ("gbfs", "classification", [1.5, 2, 3], "not mixed"),
     ("gbfs", "regression", ["a", "b", "c"], "task 'classification'"),
-    ("cs-g-omp", "classification", ["a", "b", "c"], "gbfs models"),
-    ("auto", "classification", 3, "gbfs models")])
+    ("cs-g-omp", "classification", ["a", "b", "c"], "gbfs or auto models"),
+    ("nvsd", "classification", 3, "gbfs or auto models")])
 def test_bad_classes_are_refused_at_create(client, algorithm, task, classes, message):
     X, y, groups, costs, names, layout = cube(10)
     response = client.post("/v1/models", json={

@@ -7,6 +7,13 @@ pinned in ``params.specialist_sets`` and then the sets ``/predict`` asked for mo
 (:mod:`service.batch.requested_sets`), ``params.max_specialists`` (default 8) in all; a
 specialist answers its set when it beats both halves on the held-out rows
 (``answered_by: "specialist"``).
+
+A multi-class model (``params.classes``, K >= 3) has no anytime half (its sets are
+answered by a linear regression on ±1 labels) and no specialists: its versions are its
+GBFS half alone, a softmax GBFS with the half's defaults (``GBFS_CLASSIFICATION``, the
+``gbfs_params``) early-stopped on the held-out rows as the half is, served as a ``gbfs``
+version is (``service.batch.families.gbfs``) with ``answered_by: "gbfs"`` on every answer
+and sequence row.
 """
 
 from __future__ import annotations
@@ -14,17 +21,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from algorithms.per_set.choice import GBFS_CLASSIFICATION
 from algorithms.per_set.specialists import tree_params
 from service.batch.checks import check_curves, probe_rows
 from service.batch.curves import FIGURE_NAMES, curve, masked_dense
 from service.batch.families.anytime import anytime_seconds, check_anytime_ranges
 from service.batch.families.base import BatchFamily, groups_lists, window_rows
 from service.batch.families.gbfs import (
+    GBFSFamily,
     check_groups,
     check_tree_ranges,
     tree_seconds,
     tree_sizes,
 )
+from service.batch.families.gbfs import _metrics as gbfs_metrics
 from service.batch.layout import BatchLayout
 from service.batch.sizes import ANYTIME_CUBE_SECONDS
 from service.errors import item_error
@@ -33,6 +43,12 @@ from service.errors import item_error
 HALVES = {"anytime": ("#7b3fb5", "7 4"), "gbfs": ("#2ca02c", "2 3")}
 ANSWERERS = (*HALVES, "specialist")  # what may answer a prefix (answered_by)
 MAX_SPECIALISTS = 8  # PerSetChoice's default max_specialists
+_GBFS = GBFSFamily()  # what answers a multi-class auto model (module docstring)
+
+
+def multi(layout) -> bool:
+    """Whether a model of this layout is multi-class (its GBFS half alone)."""
+    return layout.classes is not None
 
 
 class AutoFamily(BatchFamily):
@@ -41,6 +57,7 @@ class AutoFamily(BatchFamily):
     reserved = frozenset({"groups", "costs", "task"})
     warm_cases = (("auto", "classification", {"gbfs_params": {"n_estimators": 3}}),)
     halves = HALVES
+    own_service_params = frozenset({"window", "classes"})
 
     def estimator_classes(self, estimator):
         from algorithms.per_set import PerSetChoice
@@ -50,6 +67,15 @@ class AutoFamily(BatchFamily):
     def build_estimator(self, algorithm, task, layout, params):
         from algorithms.per_set import PerSetChoice
 
+        if multi(layout):  # the GBFS half alone, softmax
+            from algorithms.gbfs import GBFS
+
+            own = dict(params.algorithm.get("gbfs_params") or {})
+            if own.get("uncomputed") == "prefix":
+                raise ValueError("a multi-class model (params.classes) answers with every "
+                                 "tree (uncomputed='missing'), not the prefix rule")
+            return GBFS(loss="softmax", feature_groups=groups_lists(layout),
+                        group_costs=layout.costs, **{**GBFS_CLASSIFICATION, **own})
         keywords = dict(params.algorithm)
         if keywords.get("specialist_sets") is not None:
             keywords["specialist_sets"] = specialist_ids(layout, keywords["specialist_sets"])
@@ -60,6 +86,8 @@ class AutoFamily(BatchFamily):
         """``params`` whose ``specialist_sets`` are the pinned sets (group names) followed
         by the ``requested`` ones (group-id tuples, most requested first) not among them,
         ``max_specialists`` in all; ``params`` itself when that adds none. O(sets)."""
+        if multi(layout):
+            return params  # (no specialists: module docstring)
         pinned = list(params.algorithm.get("specialist_sets") or [])
         limit = params.algorithm.get("max_specialists", MAX_SPECIALISTS)
         seen = {tuple(specialist_ids(layout, [S])[0]) for S in pinned}
@@ -80,6 +108,10 @@ class AutoFamily(BatchFamily):
         held = {} if validation is None else {"X_val": validation[0], "y_val": validation[1]}
         model = estimator.fit(X, y, progress=scaled, **held)
         progress(0.9)
+        if multi(layout):
+            metrics = gbfs_metrics(model, layout, task, X, y, validation)
+            metrics["answered_by"] = ["gbfs"] * (len(metrics["sequence"]) + 1)
+            return model, metrics
         return model, _metrics(model, layout)
 
     # ------------------------------------------------------------------ artifact
@@ -89,14 +121,22 @@ class AutoFamily(BatchFamily):
     def model_class(self, meta):
         from algorithms.registry import class_of
 
+        if meta.get("task") == "classification" and \
+                (meta.get("params") or {}).get("classes") is not None:
+            return class_of("gbfs")  # a multi-class version: its GBFS half
         return class_of("per-set-choice")
 
     def check_fits(self, model, layout, validation):
+        if multi(layout):
+            return _GBFS.check_fits(model, layout, validation)
         check_groups(model, layout, model.groups, model.costs)
 
     def check_artifact(self, artifact):
         """The rows of the sequence page (which half answers each prefix, both halves'
-        curves: one finite figure per prefix) and each half's ranges."""
+        curves: one finite figure per prefix) and each half's ranges (a multi-class
+        version: a gbfs version's checks)."""
+        if multi(artifact.layout):
+            return _GBFS.check_artifact(artifact)
         super().check_artifact(artifact)
         metrics, model = artifact.meta["metrics"], artifact.model
         P = len(model.sequence_) + 1
@@ -123,10 +163,17 @@ class AutoFamily(BatchFamily):
 
     def probe_rows(self, artifact):
         """Zeros, the kept validation rows and the anytime half's training mean."""
+        if multi(artifact.layout):
+            return probe_rows(artifact)
         model = artifact.model
         return probe_rows(artifact, model.X_val_, model.anytime_.x_mean_)
 
+    def scorer(self, artifact):
+        return _GBFS.scorer(artifact) if multi(artifact.layout) else None
+
     def answer(self, artifact, X, S):
+        if multi(artifact.layout):
+            return {**_GBFS.answer(artifact, X, S), "answered_by": "gbfs"}
         model = artifact.model
         scores = model.decision_function(masked_dense(X, artifact.layout.features_of(S)),
                                          computed_groups=S)
@@ -153,12 +200,18 @@ class AutoFamily(BatchFamily):
         return artifact.calibrated(scores, out)  # the chosen half's calibrated logits
 
     def next_step(self, artifact, S, budget):
+        if multi(artifact.layout):
+            return _GBFS.next_step(artifact, S, budget)
         return artifact.model.next_group_gain(S, max_cost=budget)
 
     def order(self, artifact):
+        if multi(artifact.layout):
+            return _GBFS.order(artifact)
         return [int(g) for g in artifact.model.sequence_]
 
     def sequence_figures(self, artifact, S, j, metrics):
+        if multi(artifact.layout):
+            return {"answered_by": "gbfs", **_GBFS.sequence_figures(artifact, S, j, metrics)}
         row: dict[str, Any] = {"answered_by": metrics["answered_by"][j]}
         for name, values in metrics["validation"].items():
             row[f"validation_{name}"] = values[j]
