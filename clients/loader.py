@@ -333,11 +333,10 @@ class _StreamLoader:
             raise LoadError(f"{self.redis_url}: {exc}", status=1) from None
 
     def wait(self, last_id: str) -> None:
-        from service import wire
-        from service.storage import id_key
+        from service.storage import id_key, redis_keys
 
         def position():
-            value = self.client.get(wire.applied_key(self.model))
+            value = self.client.get(redis_keys.applied_key(self.model))
             return value.decode() if value else None
         _wait_applied(position, last_id, key=id_key)
 

@@ -1,7 +1,7 @@
 """``StreamProducer``: write examples to a model's Redis stream in the compact binary format.
 
 Examples are buffered and written ``batch_size`` per stream entry (one ``XADD`` of an
-``FBX1`` payload: raw int32 indices, float32/float64 values; see :mod:`service.wire`).
+``FBX1`` payload: raw int32 indices, float32/float64 values; see :mod:`service.fbx1`).
 
 >>> producer = StreamProducer("redis://127.0.0.1:6379/0", "spam")   # doctest: +SKIP
 >>> producer.add_batch(indptr, indices, values, labels)              # doctest: +SKIP
@@ -46,7 +46,9 @@ import time
 
 import numpy as np
 
-from service import wire
+from service import fbx1
+from service.storage import redis_keys, redis_urls
+from service.storage.redis import scripts
 
 
 class InvalidBatchError(ValueError):
@@ -144,7 +146,7 @@ def redis_client(url: str):
     ``redis.Redis``."""
     import redis
 
-    sentinel = wire.sentinel_url(url)
+    sentinel = redis_urls.sentinel_url(url)
     if sentinel is not None:
         from redis.backoff import NoBackoff
         from redis.retry import Retry
@@ -154,7 +156,7 @@ def redis_client(url: str):
             "socket_timeout": 2.0, "socket_connect_timeout": 2.0, "retry": Retry(NoBackoff(), 0)})
         return manager.master_for(sentinel["master"], username=sentinel["username"],
                                   password=sentinel["password"], db=sentinel["db"])
-    cluster = wire.cluster_url(url)
+    cluster = redis_urls.cluster_url(url)
     if cluster is None:
         return redis.Redis.from_url(url)
     from redis.cluster import ClusterNode, RedisCluster
@@ -181,9 +183,9 @@ class StreamProducer:
         else:
             self.client = redis_url_or_client
         self.model = model
-        self.key = wire.log_key(model)
+        self.key = redis_keys.log_key(model)
         self.retention_seconds = float(idempotency_retention_seconds)
-        self._append_once = self.client.register_script(wire.APPEND_ONCE_LUA)
+        self._append_once = self.client.register_script(scripts.APPEND_ONCE_LUA)
         self.batch_size = int(batch_size)
         self.value_bytes = value_bytes
         self.pipeline_entries = pipeline_entries
@@ -206,7 +208,7 @@ class StreamProducer:
         now = time.monotonic()
         if not known and now - self._fold_checked >= _UNKNOWN_RECHECK_SECONDS:
             self._fold_checked = now
-            raw = self.client.hget(wire.MODELS_KEY, self.model)
+            raw = self.client.hget(redis_keys.MODELS_KEY, self.model)
             spec = None
             if raw is not None:
                 from service.schemas import ModelSpec
@@ -218,7 +220,7 @@ class StreamProducer:
             elif self.require_model:
                 self._fold_checked = -np.inf  # asked again at the next write
                 known = sorted(k.decode() if isinstance(k, bytes) else k
-                               for k in self.client.hkeys(wire.MODELS_KEY))
+                               for k in self.client.hkeys(redis_keys.MODELS_KEY))
                 raise UnknownModelError(self.model, known)
             self._fold = _Fold(spec)
         return self._fold
@@ -336,8 +338,8 @@ class StreamProducer:
                       len(indptr) - 1]
         for payload in payloads:
             args += [b"bin", payload, b""]
-        keys = [wire.idempotency_key(self.model), wire.idempotency_times_key(self.model),
-                self.key]
+        keys = [redis_keys.idempotency_key(self.model),
+                redis_keys.idempotency_times_key(self.model), self.key]
         if self.min_replicas:  # a repeat is confirmed too: it writes its key again
             (repeat, joined, _), confirmed = self._confirmed(
                 lambda pipe: self._append_once(keys=keys, args=args, client=pipe))
@@ -380,7 +382,7 @@ class StreamProducer:
         for start in range(0, n, self.batch_size):
             stop = min(n, start + self.batch_size)
             lo, hi = indptr[start], indptr[stop]
-            payloads.append(wire.encode_batch(
+            payloads.append(fbx1.encode_batch(
                 indptr[start:stop + 1] - lo, np.asarray(indices)[lo:hi],
                 np.asarray(values)[lo:hi], labels[start:stop], value_bytes=self.value_bytes,
                 targets=self.targets))
@@ -391,7 +393,7 @@ class StreamProducer:
             return
         lengths = [len(r[0]) for r in self._rows]
         indptr = np.concatenate([[0], np.cumsum(lengths)])
-        payload = wire.encode_batch(
+        payload = fbx1.encode_batch(
             indptr, np.concatenate([r[0] for r in self._rows]),
             np.concatenate([r[1] for r in self._rows]),
             np.array([r[2] for r in self._rows]), value_bytes=self.value_bytes,

@@ -103,7 +103,8 @@ from _servers import Child, children_of, pick_port, rss_bytes, wait_ready  # noq
 from batch_service import wait_job, wait_owned  # noqa: E402
 
 from algorithms.anytime import SufficientStatistics  # noqa: E402
-from service import wire  # noqa: E402
+from service import fbx1 as codec  # noqa: E402
+from service.storage import redis_keys  # noqa: E402
 
 GROUP_SIZE = 50
 GROUPS_PER_ROW = 4  # groups each synthetic row carries (200 non-zeros)
@@ -170,7 +171,7 @@ def libsvm_body(X: sp.csr_matrix, y: np.ndarray) -> bytes:
 
 
 def fbx1(X: sp.csr_matrix, y: np.ndarray) -> bytes:
-    return wire.encode_batch(X.indptr.astype(np.int64), X.indices, X.data, y, targets=True)
+    return codec.encode_batch(X.indptr.astype(np.int64), X.indices, X.data, y, targets=True)
 
 
 def example_json(groups: list[dict], row: np.ndarray, ids: list[int]) -> dict:
@@ -450,7 +451,7 @@ def backlog_phase(client: httpx.Client, stack: Stack, redis_client, model: str,
     examples/s from the first XADD to all applied, and on the fold's busy time."""
     before = applied(client, model)
     busy0 = fold_seconds(stack, model)
-    key = wire.log_key(model)
+    key = redis_keys.log_key(model)
     t0 = time.perf_counter()
     pipe = redis_client.pipeline(transaction=False)
     for data in payloads:
@@ -515,7 +516,7 @@ def stored_bytes(stack: Stack, model: str, redis_client) -> dict:
         return {"files": files, "total": sum(files.values())}
     blobs: dict[str, int] = {}  # chunked values (``...:<n>`` keys) summed per blob
     count = 0
-    for key in redis_client.scan_iter(match=f"{wire.KEY_PREFIX}:{{{model}}}:*", count=1000):
+    for key in redis_client.scan_iter(match=f"{redis_keys.KEY_PREFIX}:{{{model}}}:*", count=1000):
         try:
             size = int(redis_client.memory_usage(key, samples=0) or 0)
         except Exception:  # noqa: BLE001

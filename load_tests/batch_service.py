@@ -63,10 +63,11 @@ from _servers import Child, wait_ready  # noqa: E402
 from algorithms.anytime import AnytimeLinearModel, SufficientStatistics  # noqa: E402
 from algorithms.sparse import CSRBatch  # noqa: E402
 from clients import FeaturebudgetClient  # noqa: E402
-from service import wire  # noqa: E402
+from service import fbx1 as codec  # noqa: E402
 from service.batch.fold_state import BatchFoldState, held_out  # noqa: E402
 from service.batch.spec import BatchLayout, split_params  # noqa: E402
 from service.schemas import ModelCreate  # noqa: E402
+from service.storage import redis_keys  # noqa: E402
 from tests.support.models import create_from_body  # noqa: E402
 
 ROWS = 100  # examples per log entry
@@ -106,7 +107,7 @@ def entries_of(X: np.ndarray, y: np.ndarray) -> list[tuple[sp.csr_matrix, np.nda
 
 
 def fbx1(matrix: sp.csr_matrix, y: np.ndarray) -> bytes:
-    return wire.encode_batch(matrix.indptr, matrix.indices, matrix.data, y, targets=True)
+    return codec.encode_batch(matrix.indptr, matrix.indices, matrix.data, y, targets=True)
 
 
 def spec_body(name: str, algorithm: str, groups: list[dict]) -> dict:
@@ -131,7 +132,7 @@ def start_worker(env: dict, log_dir: str) -> Child:
 
 
 def status_of(r, model: str) -> dict | None:
-    raw = r.get(wire.status_key(model))
+    raw = r.get(redis_keys.status_key(model))
     return json.loads(raw) if raw else None
 
 
@@ -154,7 +155,7 @@ def create_model(client: httpx.Client, body: dict) -> None:
 
 
 def append(r, model: str, payloads: list[bytes], ids: list[str] | None = None) -> list[str]:
-    key, out = wire.log_key(model), []
+    key, out = redis_keys.log_key(model), []
     for k in range(0, len(payloads), 32):
         pipe = r.pipeline(transaction=False)
         for j, data in enumerate(payloads[k:k + 32]):
@@ -170,10 +171,10 @@ def wait_folded(r, model: str, total: int, worker: Child, timeout: float) -> dic
         status = status_of(r, model) or {}
         if status.get("examples", 0) >= total:
             return status
-        dead = r.xlen(wire.deadletter_key(model))
+        dead = r.xlen(redis_keys.deadletter_key(model))
         if dead:
             raise RuntimeError(f"{model}: {dead} entries went to the dead letters: "
-                               f"{r.xrange(wire.deadletter_key(model), count=1)}")
+                               f"{r.xrange(redis_keys.deadletter_key(model), count=1)}")
         if not worker.alive():
             raise RuntimeError(f"worker exited:\n{worker.tail()}")
         time.sleep(0.05)
@@ -364,7 +365,7 @@ def retrain_service(client, r, worker: Child, X, y, costs, ids, repeats: int) ->
                     raise TimeoutError(f"{name}: version {job['version']} never served")
                 time.sleep(0.005)
             runs.append({"duration_seconds": job["duration_seconds"],
-                         "artifact_bytes": int(r.strlen(wire.artifact_key(name,
+                         "artifact_bytes": int(r.strlen(redis_keys.artifact_key(name,
                                                                           job["version"]))),
                          "queue_seconds": job["started_at"] - posted_wall,
                          "post_to_served_seconds": time.perf_counter() - posted,

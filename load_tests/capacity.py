@@ -198,12 +198,12 @@ def big_data(n: int, seed: int = 1):
 
 def entries(X, y, rows: int) -> list[tuple[bytes, int]]:
     """FBX1 payloads of ``rows`` examples (float32 values, as StreamProducer writes)."""
-    from service import wire
+    from service import fbx1
 
     out = []
     for start in range(0, X.n_rows - rows + 1, rows):
         part = X.row_slice(start, start + rows)
-        out.append((wire.encode_batch(part.indptr, part.indices, part.values,
+        out.append((fbx1.encode_batch(part.indptr, part.indices, part.values,
                                       y[start:start + rows], value_bytes=4), rows))
     return out
 
@@ -244,8 +244,7 @@ def loader_main(spec_path: str, out_path: str) -> int:
     of its fold, until SIGTERM or ``max_seconds``."""
     import redis
 
-    from service import wire
-    from service.storage import id_key
+    from service.storage import id_key, redis_keys
 
     with open(spec_path, "rb") as fh:
         spec = pickle.load(fh)
@@ -255,8 +254,8 @@ def loader_main(spec_path: str, out_path: str) -> int:
     models: list[str] = spec["models"]
     payloads: list[tuple[bytes, int]] = spec["payloads"]
     backlog = int(spec["backlog"])
-    keys = [wire.log_key(m) for m in models]
-    applied_keys = [wire.applied_key(m) for m in models]
+    keys = [redis_keys.log_key(m) for m in models]
+    applied_keys = [redis_keys.applied_key(m) for m in models]
     pending = [collections.deque() for _ in models]  # (id key, rows) not applied yet
     written = [0] * len(models)
     applied = [0] * len(models)
@@ -444,13 +443,13 @@ class Cluster:
         """Per process (1-based): models placed on it, folded by it (inspect ``owner``),
         leases it holds; ``converged``: every model folded by exactly one process, the one
         placement names and the lease names."""
-        from service import wire
         from service.placement import place
+        from service.storage import redis_keys
 
         listing = listing if listing is not None else self.listing()
-        members = sorted(m.decode() for m in self.redis.hgetall(wire.members_key("online")))
+        members = sorted(m.decode() for m in self.redis.hgetall(redis_keys.members_key("online")))
         placed = place(list(self.models), members)
-        holders = self.redis.mget([wire.lease_key(m) for m in self.models])
+        holders = self.redis.mget([redis_keys.lease_key(m) for m in self.models])
         index = {s.pid: k for k, s in enumerate(self.servers)}
         n = len(self.servers)
         per = [{"placed": 0, "folding": 0, "leases": 0, "models": []} for _ in range(n)]

@@ -76,12 +76,13 @@ from _servers import (  # noqa: E402
 from algorithms.online import LEARNERS  # noqa: E402
 from algorithms.serialization import loads_state  # noqa: E402
 from clients import FeaturebudgetClient  # noqa: E402
-from service import wire  # noqa: E402
+from service import fbx1  # noqa: E402
 from service.batch.fold_state import BatchFoldState  # noqa: E402
 from service.batch.ingest import parse_batch_entry  # noqa: E402
 from service.batch.spec import BatchLayout, split_params  # noqa: E402
 from service.ingest import parse_entry  # noqa: E402
 from service.schemas import ModelCreate  # noqa: E402
+from service.storage import redis_keys  # noqa: E402
 from tests.support.models import create_from_body  # noqa: E402
 from tests.support.online import concat  # noqa: E402
 
@@ -129,7 +130,7 @@ class Run:
         values = self.rng.standard_normal(n * m) / np.sqrt(m)
         scores = (self.w[indices] * values).reshape(n, m).sum(axis=1)
         labels = np.where(scores >= 0, 1, -1).astype(np.int8)
-        return wire.encode_batch(np.arange(0, (n + 1) * m, m), indices, values, labels,
+        return fbx1.encode_batch(np.arange(0, (n + 1) * m, m), indices, values, labels,
                                  value_bytes=8)
 
     def batch_entry(self) -> bytes:
@@ -137,7 +138,7 @@ class Run:
         X = self.rng.standard_normal((n, D))
         y = X @ np.linspace(-1, 1, D) + 0.1 * self.rng.standard_normal(n)
         indptr = np.arange(0, (n + 1) * D, D)
-        return wire.encode_batch(indptr, np.tile(np.arange(D, dtype=np.int32), n),
+        return fbx1.encode_batch(indptr, np.tile(np.arange(D, dtype=np.int32), n),
                                  X.ravel(), y, targets=True)
 
     def rest_producer(self, rate: float) -> None:
@@ -174,7 +175,7 @@ class Run:
             payload = self.batch_entry()
             while not self.stop.is_set():
                 try:
-                    entry_id = client.xadd(wire.log_key("chaos_batch"),
+                    entry_id = client.xadd(redis_keys.log_key("chaos_batch"),
                                            {b"fmt": b"bin", b"data": payload})
                 except redis.RedisError as exc:
                     self.note("xadd", type(exc).__name__)
@@ -250,7 +251,7 @@ def api_workers(server) -> list[int]:
 
 
 def owner_pid(r, model: str) -> int | None:
-    value = r.get(wire.lease_key(model))
+    value = r.get(redis_keys.lease_key(model))
     if not value:
         return None
     parts = value.decode().split(":")
@@ -365,19 +366,19 @@ def same(a: dict, b: dict, skip=("svc_",), rtol: float = RTOL) -> list[str]:
 
 
 def checks(run: Run, r) -> dict:
-    online = r.xrange(wire.log_key("chaos_online"))
+    online = r.xrange(redis_keys.log_key("chaos_online"))
     by_id = {e.decode(): fields for e, fields in online}
     lost_rest = [k for k, log_id in run.rest_acked.items()
                  if log_id not in by_id or by_id[log_id][b"data"] != run.rest_bodies[k]]
     payloads = collections.Counter(bytes(fields[b"data"]) for _, fields in online)
     twice_rest = sum(1 for k in run.rest_acked if payloads[run.rest_bodies[k]] > 1)
-    batch_log = r.xrange(wire.log_key("chaos_batch"))
+    batch_log = r.xrange(redis_keys.log_key("chaos_batch"))
     batch_ids = {e.decode(): fields for e, fields in batch_log}
     lost_stream = [i for i, payload in run.stream_acked.items()
                    if i not in batch_ids or batch_ids[i][b"data"] != payload]
     expected, n_online = online_oracle(online)
-    served = loads_state(r.hget(wire.snapshot_key("chaos_online"), b"state"))
-    folded = loads_state(r.hget(wire.snapshot_key("chaos_batch"), b"state"))
+    served = loads_state(r.hget(redis_keys.snapshot_key("chaos_online"), b"state"))
+    folded = loads_state(r.hget(redis_keys.snapshot_key("chaos_batch"), b"state"))
     folded.pop("svc_model", None)
     expected_batch = batch_oracle(batch_log)
     return {

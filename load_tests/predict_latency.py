@@ -588,12 +588,11 @@ def feeder_main(spec_path: str, out_path: str) -> int:
         client = redis.Redis.from_url(spec["redis_url"])
         producer = StreamProducer(client, spec["model"], batch_size=spec["examples_per_body"],
                                   pipeline_entries=1)
-        from service import wire
-        from service.storage import id_key
+        from service.storage import id_key, redis_keys
 
         X, y = spec["stream_rows"]
         n, k = X.n_rows, 0
-        applied_key = wire.applied_key(spec["model"])
+        applied_key = redis_keys.applied_key(spec["model"])
         while not stop.is_set() and time.monotonic() < deadline:
             # full rate, as fast as the fold applies: at most `backlog` entries ahead of it
             if len(producer.ids) >= spec["backlog"]:
@@ -781,10 +780,10 @@ def applied_examples(client, model: str) -> int | None:
 
 def encode_bin(X, y, start: int, stop: int) -> bytes:
     """Rows ``start:stop`` as one FBX1 body (float32 values, as StreamProducer writes)."""
-    from service import wire
+    from service import fbx1
 
     part = X.row_slice(start, stop)
-    return wire.encode_batch(part.indptr, part.indices, part.values, y[start:stop],
+    return fbx1.encode_batch(part.indptr, part.indices, part.values, y[start:stop],
                              value_bytes=4)
 
 

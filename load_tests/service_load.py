@@ -46,8 +46,8 @@ from algorithms.datasets.online_synthetic import make_x1  # noqa: E402
 from algorithms.online import LEARNERS  # noqa: E402
 from clients import FeaturebudgetClient  # noqa: E402
 from clients.stream import StreamProducer  # noqa: E402
-from service import wire  # noqa: E402
-from service.storage import id_key  # noqa: E402
+from service import fbx1  # noqa: E402
+from service.storage import id_key, redis_keys  # noqa: E402
 from tests.support.models import create_from_body  # noqa: E402
 
 TARGETS = {"stream-binary": 0.50, "stream-libsvm": 0.20, "rest-libsvm": 0.20, "rest-json": 0.10,
@@ -102,7 +102,7 @@ def run_stream(client, redis_url, name, entries: list[tuple[bytes, bytes]]) -> f
     import redis
 
     r = redis.Redis.from_url(redis_url)
-    key = wire.log_key(name)
+    key = redis_keys.log_key(name)
     started = time.perf_counter()
     last = None
     for k in range(0, len(entries), 32):
@@ -126,7 +126,7 @@ def redis_ceiling(redis_url, entries: list[tuple[bytes, bytes]], *, raw: bool = 
     r = redis.Redis.from_url(redis_url)
     key = "featurebudget-load:ceiling"
     r.delete(key)
-    r.xgroup_create(key, wire.CONSUMER_GROUP if raw else "g", id="0", mkstream=True)
+    r.xgroup_create(key, redis_keys.CONSUMER_GROUP if raw else "g", id="0", mkstream=True)
     started = time.perf_counter()
     for k in range(0, len(entries), 32):
         pipe = r.pipeline(transaction=False)
@@ -142,7 +142,7 @@ def redis_ceiling(redis_url, entries: list[tuple[bytes, bytes]], *, raw: bool = 
             messages = response[0][1] if response else []
         if not messages:
             break
-        r.xack(key, wire.CONSUMER_GROUP if raw else "g", *[i for i, _ in messages])
+        r.xack(key, redis_keys.CONSUMER_GROUP if raw else "g", *[i for i, _ in messages])
     seconds = time.perf_counter() - started
     pool.disconnect()
     r.delete(key)
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     rates_before = bare_rates()
 
     print(f"encoding {n} examples for each path ...", file=sys.stderr)
-    binary = [(b"bin", wire.encode_batch(X.indptr[k:min(k + 100, n) + 1] - X.indptr[k],
+    binary = [(b"bin", fbx1.encode_batch(X.indptr[k:min(k + 100, n) + 1] - X.indptr[k],
                                          X.indices[X.indptr[k]:X.indptr[min(k + 100, n)]],
                                          X.values[X.indptr[k]:X.indptr[min(k + 100, n)]],
                                          y[k:k + 100], value_bytes=4))
@@ -247,7 +247,7 @@ def main(argv=None) -> int:
     stream_text = [(b"libsvm", libsvm_lines(X, y, k, min(k + 100, n))) for k in range(0, n, 100)]
     rest_text = [libsvm_lines(X, y, k, min(k + 1000, n)) for k in range(0, n, 1000)]
     rest_json = [json_body(X, y, k, min(k + 500, n)) for k in range(0, n, 500)]
-    rest_binary = [wire.encode_batch(X.indptr[k:min(k + 1000, n) + 1] - X.indptr[k],
+    rest_binary = [fbx1.encode_batch(X.indptr[k:min(k + 1000, n) + 1] - X.indptr[k],
                                      X.indices[X.indptr[k]:X.indptr[min(k + 1000, n)]],
                                      X.values[X.indptr[k]:X.indptr[min(k + 1000, n)]],
                                      y[k:k + 1000]) for k in range(0, n, 1000)]
@@ -300,7 +300,8 @@ def main(argv=None) -> int:
                 producer = StreamProducer(args.redis_url, "busy", batch_size=100)
                 while not feeder_done.is_set():
                     for fmt, data in binary:
-                        producer.client.xadd(wire.log_key("busy"), {b"fmt": fmt, b"data": data})
+                        producer.client.xadd(redis_keys.log_key("busy"),
+                                             {b"fmt": fmt, b"data": data})
                         if feeder_done.is_set():
                             break
 

@@ -60,7 +60,8 @@ sys.path.insert(0, str(ROOT))
 from _servers import children_of, pick_port, rss_bytes, serve, service_env, wait_ready  # noqa: E402
 
 from clients import FeaturebudgetClient  # noqa: E402
-from service import wire  # noqa: E402
+from service import fbx1  # noqa: E402
+from service.storage import redis_keys  # noqa: E402
 from tests.support.models import create_from_body  # noqa: E402
 
 MODELS = {
@@ -96,7 +97,7 @@ class Data:
                      for i, v, y in zip(indices, values, labels, strict=True)]
             self.libsvm_sofs.append(("\n".join(lines) + "\n").encode())
             indptr = np.arange(0, (BATCH + 1) * NNZ, NNZ)
-            self.bin_sofs.append(wire.encode_batch(indptr, np.concatenate(indices),
+            self.bin_sofs.append(fbx1.encode_batch(indptr, np.concatenate(indices),
                                                    np.concatenate(values),
                                                    labels.astype(np.int8), value_bytes=4))
             named = []
@@ -190,7 +191,7 @@ class Traffic:
             if not hasattr(stream, "r"):
                 stream.r = redis.Redis.from_url(self.redis_url)
             try:
-                stream.r.xadd(wire.log_key("soak_sofs"),
+                stream.r.xadd(redis_keys.log_key("soak_sofs"),
                               {b"fmt": b"bin", b"data": data.bin_sofs[k % len(data.bin_sofs)]})
             except redis.RedisError as exc:
                 self.count("stream", None, f"{type(exc).__name__}: {exc}")
@@ -281,15 +282,15 @@ def processes(root: int) -> dict[int, str]:
 
 def lag(r, model: str) -> tuple[int, float]:
     """(entries not yet applied, seconds the oldest of them has waited)."""
-    key = wire.log_key(model)
+    key = redis_keys.log_key(model)
     entries = 0
     try:
         for group in r.xinfo_groups(key):
-            if group["name"] in (wire.CONSUMER_GROUP, wire.CONSUMER_GROUP.encode()):
+            if group["name"] in (redis_keys.CONSUMER_GROUP, redis_keys.CONSUMER_GROUP.encode()):
                 entries = int(group.get("lag") or 0) + int(group.get("pending") or 0)
     except Exception:  # noqa: BLE001 - no stream / group yet
         return 0, 0.0
-    applied = r.get(wire.applied_key(model))
+    applied = r.get(redis_keys.applied_key(model))
     start = f"({applied.decode()}" if applied else "-"
     oldest = r.xrange(key, min=start, max="+", count=1)
     if not oldest:
@@ -502,7 +503,7 @@ def main(argv=None) -> int:
             errors=dict(traffic.errors), errors_total=sum(traffic.errors.values()),
             retried=dict(traffic.retried), error_samples=traffic.error_samples,
             acknowledged=dict(traffic.acknowledged),
-            deadletters={m: r.xlen(wire.deadletter_key(m)) for m in FED},
+            deadletters={m: r.xlen(redis_keys.deadletter_key(m)) for m in FED},
             metrics_lines=[line for line in metrics.splitlines()
                            if line.startswith(("featurebudget_examples_applied_total",
                                                "featurebudget_examples_ingested_total"))])

@@ -21,7 +21,7 @@ import orjson
 from algorithms.sparse import CSRBatch
 from algorithms.sparse._validate import MAX_ABS_VALUE
 from algorithms.sparse.libsvm import LibsvmFormatError, line_of_row, parse_libsvm
-from service import wire
+from service import fbx1
 from service._json import scan_examples
 from service._kernels import (
     DUPLICATE,
@@ -52,7 +52,7 @@ class ExampleBatch:
         whole, so it decodes to this batch again), else a float64 encoding."""
         if self.raw is not None:
             return self.raw
-        return wire.encode_batch(self.X.indptr, self.X.indices, self.X.values, self.labels,
+        return fbx1.encode_batch(self.X.indptr, self.X.indices, self.X.values, self.labels,
                                  targets=self.labels.dtype.kind == "f")
 
 
@@ -138,7 +138,7 @@ def _raise_row_error(code: int, row: int, position: int, indices: np.ndarray, n_
 
 def decode_bin(data: bytes, n_features: int, *, field: str = "data",
                keep_raw: bool = False, targets: bool = False) -> ExampleBatch:
-    """An ``FBX1`` payload -> validated batch: the layout checks of :mod:`service.wire`, then
+    """An ``FBX1`` payload -> validated batch: the layout checks of :mod:`service.fbx1`, then
     one fused pass that checks every row and copies the read-only wire views into the
     batch's own int32 / float64 arrays (no intermediate copies). Errors name the example
     (``item``, 0-based) like :func:`validate_csr`. ``keep_raw``: remember ``data`` so that
@@ -146,8 +146,8 @@ def decode_bin(data: bytes, n_features: int, *, field: str = "data",
     batch model's float64 targets (int8 labels are read as ±1.0); without it a payload with
     float targets is refused. O(nnz)."""
     try:
-        indptr, indices, values, labels = wire.decode_views(data)
-    except wire.WireFormatError as exc:
+        indptr, indices, values, labels = fbx1.decode_views(data)
+    except fbx1.WireFormatError as exc:
         raise item_error(str(exc), field=field) from exc
     if len(labels) == 0:
         raise item_error("the batch holds no examples", field="examples")
@@ -286,7 +286,7 @@ def _hash_features(features, item: int, hasher: Hasher | None, names: dict[int, 
                    for_log: bool = True) -> tuple[list[int], list[float]]:
     """One item's named features -> (hashed indices, values); its names join ``names``.
     ``for_log``: the names go in the log entry, so the limits the fold reads them with
-    (:data:`service.wire.MAX_NAME_CHARS`, :data:`service.wire.MAX_NAMES`) are checked here,
+    (:data:`service.fbx1.MAX_NAME_CHARS`, :data:`service.fbx1.MAX_NAMES`) are checked here,
     before the append (the fold would refuse the whole entry), as the names are read: in
     pieces of ``_HASH_CHUNK`` names hashed at once, stopping at the first name or piece over
     a limit, so a refused item costs O(MAX_NAMES + _HASH_CHUNK), not O(its names)."""
@@ -310,10 +310,10 @@ def _hash_features(features, item: int, hasher: Hasher | None, names: dict[int, 
                 merged[index] = merged.get(index, 0.0) + float(value)  # collisions add up
                 if index not in names:  # (as VW)
                     names[index] = f"{namespace}^{name}"
-            if for_log and len(names) > wire.MAX_NAMES:
+            if for_log and len(names) > fbx1.MAX_NAMES:
                 raise item_error(
-                    f"the request names more than {wire.MAX_NAMES:,} distinct features "
-                    f"(hashed indices) by this item; at most {wire.MAX_NAMES:,} per "
+                    f"the request names more than {fbx1.MAX_NAMES:,} distinct features "
+                    f"(hashed indices) by this item; at most {fbx1.MAX_NAMES:,} per "
                     "request: send fewer examples per request", item=item, field="features")
     return list(merged), list(merged.values())
 
@@ -323,16 +323,16 @@ _HASH_CHUNK = 4096  # named features hashed at once (one numba call)
 
 def _check_named(namespace: str, name: str, value, item: int, for_log: bool) -> None:
     """InputError unless ``value`` is a plain finite number and (``for_log``) the name fits
-    the log's :data:`service.wire.MAX_NAME_CHARS`."""
+    the log's :data:`service.fbx1.MAX_NAME_CHARS`."""
     if isinstance(value, bool) or not isinstance(value, int | float) or \
             not abs(value) < MAX_ABS_VALUE:
         raise item_error(f"value {value!r} is not a finite number with |x| < 2^50",
                          item=item, field=f"features.{namespace}.{name}")
     chars = len(namespace) + 1 + len(name)
-    if for_log and chars > wire.MAX_NAME_CHARS:
+    if for_log and chars > fbx1.MAX_NAME_CHARS:
         raise item_error(
             f"feature name of {chars:,} characters (namespace^name); at most "
-            f"{wire.MAX_NAME_CHARS:,} characters", item=item,
+            f"{fbx1.MAX_NAME_CHARS:,} characters", item=item,
             field=f"features.{_shown(namespace)}.{_shown(name)}")
 
 
@@ -389,7 +389,7 @@ def entry_payload(fields: dict) -> tuple:
     if isinstance(data, str):
         data = data.encode()
     fmt = fields.get(b"fmt", fields.get("fmt"))
-    fmt = fmt.decode() if isinstance(fmt, bytes) else (fmt or wire.infer_format(data))
+    fmt = fmt.decode() if isinstance(fmt, bytes) else (fmt or fbx1.infer_format(data))
     return data, fmt
 
 
@@ -398,7 +398,7 @@ def examples_in(data, fmt: str | None) -> int:
     JSON document, the non-blank lines of libsvm text, the count in an FBX1 header; 0 when
     it cannot be read (for the rejected-examples counter; only on the error path). O(size)."""
     if fmt == "bin":
-        return wire.batch_rows(data) or 0
+        return fbx1.batch_rows(data) or 0
     if fmt == "libsvm":
         return sum(1 for line in bytes(data).splitlines() if line.strip())
     if fmt == "json":
@@ -427,8 +427,8 @@ def parse_entry(fields: dict, n_features: int, hasher: Hasher | None, *,
         raw_names = fields.get(b"names", fields.get("names"))
         if raw_names is not None:
             try:
-                batch.names = wire.decode_names(raw_names, n_features)
-            except wire.WireFormatError as exc:
+                batch.names = fbx1.decode_names(raw_names, n_features)
+            except fbx1.WireFormatError as exc:
                 raise item_error(str(exc), field="names") from exc
         return batch
     if fmt == "json":

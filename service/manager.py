@@ -14,7 +14,7 @@ import socket
 import time
 import uuid
 
-from service import metrics, wire
+from service import fbx1, metrics
 from service.answers import AnswerPool
 from service.batch.models import BatchModels
 from service.errors import (
@@ -298,12 +298,12 @@ class ModelManager:
             data = await in_background(batch.encode) if big else batch.encode()
             entry = {b"fmt": b"bin", b"data": data}
             if batch.names:
-                entry[b"names"] = wire.encode_names(batch.names)
+                entry[b"names"] = fbx1.encode_names(batch.names)
             size = len(data) + len(entry.get(b"names", b""))
-            if size > wire.MAX_ENTRY_BYTES:  # Redis would refuse it; the embedded log
+            if size > fbx1.MAX_ENTRY_BYTES:  # Redis would refuse it; the embedded log
                 raise BodyTooLargeError(  # would take it and cut it off on its next open
                     f"the examples take {size:,} bytes in the log; one request's entry is at "
-                    f"most {wire.MAX_ENTRY_BYTES:,} bytes: send fewer examples per request")
+                    f"most {fbx1.MAX_ENTRY_BYTES:,} bytes: send fewer examples per request")
             entries.append(entry)
         examples = sum(len(b) for b in batches)
         incarnation = host.incarnation or None  # (None: a model stored before incarnations)

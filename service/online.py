@@ -20,7 +20,7 @@ import numpy as np
 
 from algorithms.online import LEARNERS
 from algorithms.online.base import signed_labels
-from service import metrics, wire
+from service import fbx1, metrics
 from service.errors import (
     ConflictError,
     NotOwnerError,
@@ -234,7 +234,7 @@ class OnlineModels:
             for row in range(len(batch)):
                 prediction_id = uuid.uuid4().hex
                 X = batch.X.row_slice(row, row + 1)
-                blob = _SCORE.pack(float(scores[row])) + wire.encode_batch(
+                blob = _SCORE.pack(float(scores[row])) + fbx1.encode_batch(
                     X.indptr, X.indices, X.values, np.ones(1, dtype=np.int8))
                 await self.storage.put_pending(host.name, prediction_id, blob, ttl)
                 ids.append(prediction_id)
@@ -247,8 +247,8 @@ class OnlineModels:
             metrics.FEEDBACK.labels(host.name, "unknown").inc()
             return None
         (score,) = _SCORE.unpack_from(blob, 0)
-        indptr, indices, values, _ = wire.decode_batch(blob[_SCORE.size:])
-        data = wire.encode_batch(indptr, indices, values, np.array([label], dtype=np.int8))
+        indptr, indices, values, _ = fbx1.decode_batch(blob[_SCORE.size:])
+        data = fbx1.encode_batch(indptr, indices, values, np.array([label], dtype=np.int8))
         entry = {b"fmt": b"bin", b"data": data}
         try:
             (log_id,) = await self.storage.append(host.name, [entry],

@@ -37,7 +37,7 @@ def _check(response, *expected: int):
 
 def _warm_online(client, algorithm: str, name: str, rng, **shape) -> None:
     from algorithms.online import LEARNERS
-    from service import wire
+    from service import fbx1
 
     body = {"name": name, "algorithm": algorithm, **shape}
     if LEARNERS[algorithm].selects:
@@ -63,7 +63,7 @@ def _warm_online(client, algorithm: str, name: str, rng, **shape) -> None:
         labels = np.array([1, -1], dtype=np.int8)
         for width in (4, 8):  # float32 and float64 values
             values = np.array([1.0, -0.5, 2.0])
-            blob = wire.encode_batch(indptr, indices, values, labels, value_bytes=width)
+            blob = fbx1.encode_batch(indptr, indices, values, labels, value_bytes=width)
             _check(client.post(f"{url}/examples?wait=true", content=blob,
                                headers={"content-type": "application/octet-stream"}), 202)
         predict = {"examples": rows[:3], "return_prediction_ids": True}

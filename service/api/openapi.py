@@ -88,7 +88,7 @@ EXAMPLES_BODY = {"requestBody": {"required": True, "content": {
                               "libsvm lines: label index:value ... (1-based indices)"},
                    "example": "1 3:1.0 17:0.5\n-1 4:2.0\n"},
     "application/octet-stream": {"schema": {"type": "string", "format": "binary",
-                                            "description": "an FBX1 batch (service.wire)"}},
+                                            "description": "an FBX1 batch (service.fbx1)"}},
 }}}
 PREDICT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "type": "object", "required": ["examples"], "properties": {

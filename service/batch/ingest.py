@@ -21,7 +21,7 @@ from numba import njit, types
 from algorithms.sparse import CSRBatch
 from algorithms.sparse._validate import MAX_ABS_VALUE, OK, check_rows
 from algorithms.sparse.libsvm import line_of_row
-from service import wire
+from service import fbx1
 from service.batch.spec import BatchLayout
 from service.errors import InputError, MalformedBodyError, UnsupportedMediaTypeError, item_error
 from service.ingest import (
@@ -300,11 +300,11 @@ def parse_batch_entries(fields: list[dict], layout: BatchLayout, task: str
         if data is None or fmt not in (b"bin", "bin") or isinstance(data, str):
             return None
         size = len(data) if isinstance(data, bytes | bytearray) else memoryview(data).nbytes
-        if size < wire.HEADER_BYTES:
+        if size < fbx1.HEADER_BYTES:
             return None
-        magic, value_bytes, flags, _, n, nnz = wire._HEADER.unpack_from(data, 0)
-        if magic != wire.MAGIC or value_bytes not in (4, 8) or flags != wire.FLAG_TARGETS \
-                or n < 1 or size != wire.HEADER_BYTES + 4 * n + (4 + value_bytes) * nnz + 8 * n:
+        magic, value_bytes, flags, _, n, nnz = fbx1._HEADER.unpack_from(data, 0)
+        if magic != fbx1.MAGIC or value_bytes not in (4, 8) or flags != fbx1.FLAG_TARGETS \
+                or n < 1 or size != fbx1.HEADER_BYTES + 4 * n + (4 + value_bytes) * nnz + 8 * n:
             return None
         heads[k] = (offset, n, nnz, value_bytes)
         payloads.append(data)

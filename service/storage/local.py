@@ -46,7 +46,7 @@ import zlib
 from collections import OrderedDict
 from pathlib import Path
 
-from service import wire
+from service import fbx1
 from service.priority import in_background
 from service.storage.base import (
     Appended,
@@ -65,7 +65,7 @@ _FORMAT_NAMES = {v: k for k, v in _FORMAT_CODES.items()}
 _NAMES = struct.Struct("<I")
 _KEY = struct.Struct("<H")
 KEYS_KEPT = 100_000  # idempotency keys remembered per model (the newest)
-MAX_RECORD = 1 << 30  # a longer frame is a torn tail on open (service.wire.MAX_ENTRY_BYTES)
+MAX_RECORD = 1 << 30  # a longer frame is a torn tail on open (service.fbx1.MAX_ENTRY_BYTES)
 _INLINE_BYTES = 64 << 10  # appends up to this size run on the event loop when the log is free
 
 
@@ -135,7 +135,7 @@ class LocalLog:
             if payload[:1] == b"k":  # (the request's count: its record's, the only one
                 (size,) = _KEY.unpack_from(payload, 1)  # of a request that uses a key)
                 self._remember(bytes(payload[1 + _KEY.size:1 + _KEY.size + size]), str(seq),
-                               wire.batch_rows(_fields(memoryview(payload))[b"data"]))
+                               fbx1.batch_rows(_fields(memoryview(payload))[b"data"]))
             segment.offsets.append(offset)
             offset, seq = end, seq + 1
         if offset != len(data):  # torn tail: cut it off

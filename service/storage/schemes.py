@@ -43,10 +43,10 @@ def open_redis(url: str, settings) -> Storage:
 
 def check_redis(url: str) -> None:
     """ValueError for a malformed cluster or sentinel URL."""
-    from service import wire
+    from service.storage import redis_urls
 
-    wire.cluster_url(url)
-    wire.sentinel_url(url)
+    redis_urls.cluster_url(url)
+    redis_urls.sentinel_url(url)
 
 
 def _redis(form: str, meaning: str) -> Scheme:

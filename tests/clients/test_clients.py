@@ -16,7 +16,7 @@ from algorithms.sparse.libsvm import write_libsvm
 from clients.http import AsyncFeaturebudgetClient, FeaturebudgetClient, ServiceError
 from clients.loader import load_file
 from clients.stream import StreamProducer
-from service import wire
+from service import fbx1
 from service.app import create_app
 from service.settings import Settings
 from tests.support.online import same_state
@@ -54,7 +54,7 @@ def test_sync_client_covers_every_endpoint(tmp_path, data):
         assert info.name == "m" and info.examples_applied == 0
         client.post_examples("m", rows(X, y, 0, 50))
         piece = X.row_slice(50, 100)
-        client.post_binary("m", wire.encode_batch(piece.indptr, piece.indices, piece.values,
+        client.post_binary("m", fbx1.encode_batch(piece.indptr, piece.indices, piece.values,
                                                   y[50:100]))
         accepted = client.post_examples("m", rows(X, y, 100, 120), wait=True)
         assert accepted.applied and client.get_model("m").examples_applied == 120
@@ -103,15 +103,15 @@ def test_binary_format_round_trip(data):
     X, y = data
     piece = X.row_slice(3, 40)
     for width in (4, 8):
-        payload = wire.encode_batch(piece.indptr, piece.indices, piece.values, y[3:40],
+        payload = fbx1.encode_batch(piece.indptr, piece.indices, piece.values, y[3:40],
                                     value_bytes=width)
-        indptr, indices, values, labels = wire.decode_batch(payload)
+        indptr, indices, values, labels = fbx1.decode_batch(payload)
         assert np.array_equal(indptr, piece.indptr) and np.array_equal(indices, piece.indices)
         expected = piece.values.astype(np.float32) if width == 4 else piece.values
         assert np.array_equal(values, expected.astype(np.float64))
         assert np.array_equal(labels, y[3:40])
-    with pytest.raises(wire.WireFormatError):
-        wire.decode_batch(payload[:-1])
+    with pytest.raises(fbx1.WireFormatError):
+        fbx1.decode_batch(payload[:-1])
 
 
 def test_rest_loader(tmp_path, data):

@@ -15,8 +15,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service import wire
+from service import fbx1
 from service.app import create_app
+from service.storage import redis_keys
 from tests.support.online import create
 
 
@@ -35,7 +36,7 @@ def _nothing_appended_nor_dead(client, name="h", log_end=None):
 
 def test_a_name_longer_than_the_fold_takes_is_refused_before_the_append(client):
     _hashed(client)
-    limit = wire.MAX_NAME_CHARS
+    limit = fbx1.MAX_NAME_CHARS
     fits = "n" * (limit - len("w^"))  # "w^" + name: exactly the limit
     ok = client.post("/v1/models/h/examples?wait=true",
                      json={"examples": [{"features": {"w": {fits: 1.0}}, "label": 1}]})
@@ -63,7 +64,7 @@ def test_more_distinct_names_than_the_fold_takes_are_refused_before_the_append(c
     response = client.post("/v1/models/h/examples?wait=true", json={"examples": examples})
     assert response.status_code == 422, response.text[:500]
     (error,) = response.json()["errors"]
-    assert f"{wire.MAX_NAMES:,}" in error["message"] and error["field"] == "features"
+    assert f"{fbx1.MAX_NAMES:,}" in error["message"] and error["field"] == "features"
     assert 100 <= error["item"] <= 120
     _nothing_appended_nor_dead(client)
     # the same names over two requests: each is within the limit, each is applied
@@ -76,7 +77,7 @@ def test_more_distinct_names_than_the_fold_takes_are_refused_before_the_append(c
 
 def test_an_entry_larger_than_the_log_takes_is_refused_before_the_append(client,
                                                                          monkeypatch):
-    monkeypatch.setattr(wire, "MAX_ENTRY_BYTES", 4000)
+    monkeypatch.setattr(fbx1, "MAX_ENTRY_BYTES", 4000)
     create(client, "m", algorithm="pet", budget=3, n_features=1000)
     row = {"indices": list(range(100)), "values": [1.0] * 100, "label": 1}  # 1,221 bytes
     assert client.post("/v1/models/m/examples?wait=true",
@@ -100,7 +101,7 @@ def test_the_stream_producer_writes_nothing_the_fold_would_refuse(redis_url, mak
     from clients.stream import InvalidBatchError, StreamProducer
 
     connection = redis.Redis.from_url(redis_url)
-    key = wire.log_key("m")
+    key = redis_keys.log_key("m")
     with TestClient(create_app(make_settings())) as client:
         create(client, "m", algorithm="pet", budget=3, n_features=10)
         narrow = StreamProducer(connection, "m", batch_size=2, value_bytes=4)
@@ -203,7 +204,7 @@ def _bodies(draw, name_chars: int):
                  for row, label in zip(rows, labels, strict=True)]
         return "text/plain", ("\n".join(lines) + "\n").encode(), n
     indptr = np.cumsum([0] + [len(row) for row in rows])
-    body = wire.encode_batch(indptr, [i for row in rows for i, _ in row],
+    body = fbx1.encode_batch(indptr, [i for row in rows for i, _ in row],
                              [v for row in rows for _, v in row], labels,
                              value_bytes=8 if form == "fbx1-8" else 4)
     return "application/octet-stream", body, n
@@ -214,15 +215,15 @@ def test_any_body_answered_202_is_applied_in_full(make_settings, monkeypatch):
     202 means every example of it is applied once, and nothing goes to the dead letters; a
     refusal appends nothing. The name limits are made small (the edge and the fold read
     the same constants) so that generated bodies cross them."""
-    monkeypatch.setattr(wire, "MAX_NAMES", 10)
-    monkeypatch.setattr(wire, "MAX_NAME_CHARS", 12)
+    monkeypatch.setattr(fbx1, "MAX_NAMES", 10)
+    monkeypatch.setattr(fbx1, "MAX_NAME_CHARS", 12)
     with TestClient(create_app(make_settings())) as client:
         _hashed(client, bits=BITS)
         seen = {"accepted": 0, "refused": 0, "named accepted": 0, "named refused": 0}
 
         @settings(max_examples=100, deadline=None, derandomize=True, database=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-        @given(_bodies(wire.MAX_NAME_CHARS))
+        @given(_bodies(fbx1.MAX_NAME_CHARS))
         def check(case):
             media_type, body, n = case
             before = client.get("/v1/models/h").json()

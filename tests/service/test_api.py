@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from algorithms.online import LEARNERS, learner_from_state
 from algorithms.serialization import loads_state
-from service import wire
+from service import fbx1
 from service.app import create_app
 from tests.support.online import create, json_examples, libsvm_text, same_state
 
@@ -74,7 +74,7 @@ def test_examples_in_all_forms_fold_bit_exactly(client, x1):
                        headers={"content-type": "text/plain"})
     assert text.status_code == 202, text.text
     piece = X.row_slice(250, 400)
-    binary = wire.encode_batch(piece.indptr, piece.indices, piece.values, y[250:400])
+    binary = fbx1.encode_batch(piece.indptr, piece.indices, piece.values, y[250:400])
     done = client.post("/v1/models/m/examples?wait=true", content=binary,
                        headers={"content-type": "application/octet-stream"})
     assert done.status_code == 202 and done.json()["applied"] is True

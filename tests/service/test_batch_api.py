@@ -15,8 +15,9 @@ from algorithms.anytime import AnytimeLinearModel
 from algorithms.datasets.anytime_synthetic import make_anytime_groups
 from algorithms.gbfs import GBFS
 from algorithms.nvsd import RelaxedNVSD
-from service import wire
+from service import fbx1
 from service.app import create_app
+from service.storage import redis_keys
 from tests.support.batch_api import create_batch, retrain
 from tests.support.batch_data import (
     DIABETES_GROUPS,
@@ -196,7 +197,7 @@ def test_synthetic_groups_over_libsvm_and_binary(batch_client):
     entries.append((response.json()["log_ids"][0], data.X[:300], data.y[:300]))
     dense = data.X[300:]
     indptr = np.arange(0, dense.size + 1, D)
-    payload = wire.encode_batch(indptr, np.tile(np.arange(D), len(dense)), dense.ravel(),
+    payload = fbx1.encode_batch(indptr, np.tile(np.arange(D), len(dense)), dense.ravel(),
                                 data.y[300:], targets=True)
     response = batch_client.post("/v1/models/s/examples?wait=true", content=payload,
                                  headers={"content-type": "application/octet-stream"})
@@ -400,7 +401,7 @@ def test_long_fits_report_progress(make_settings):
     with TestClient(create_app(settings)) as client:
         create_batch(client, algorithm="gbfs", groups=groups,
                      params={"n_estimators": 1500, "max_depth": 5, "learning_rate": 0.05})
-        payload = wire.encode_batch(np.arange(0, X.size + 1, 40), np.tile(np.arange(40), 3000),
+        payload = fbx1.encode_batch(np.arange(0, X.size + 1, 40), np.tile(np.arange(40), 3000),
                                     X.ravel(), y, targets=True)
         assert client.post("/v1/models/d/examples?wait=true", content=payload, headers={
             "content-type": "application/octet-stream"}).status_code == 202
@@ -484,13 +485,13 @@ def test_stream_entries_json_bin_and_libsvm_fold_like_rest(make_settings, backen
         import json
 
         rows = named_examples(X, y, DIABETES_GROUPS, 100, 150)
-        ids.append(connection.xadd(wire.log_key("d"), {
+        ids.append(connection.xadd(redis_keys.log_key("d"), {
             b"fmt": b"json", b"data": json.dumps({"examples": rows}).encode()}).decode())
         text = "".join(f"{float(y[r])!r} " + " ".join(f"{i + 1}:{float(X[r, i])!r}"
                                                        for i in range(10)) + "\n"
                        for r in range(150, 200))
         ids.append(producer.add_libsvm(text.encode()))
-        ids.append(connection.xadd(wire.log_key("d"), {b"fmt": b"json",
+        ids.append(connection.xadd(redis_keys.log_key("d"), {b"fmt": b"json",
                                                       b"data": b'{"examples": [{"x": 1}]}'}
                                    ).decode())
         deadline = time.monotonic() + 30

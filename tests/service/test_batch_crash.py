@@ -11,8 +11,8 @@ import httpx
 import pytest
 import redis
 
-from service import wire
 from service.schemas import ModelCreate
+from service.storage import redis_keys
 from tests.support.batch_crash import (
     RUNNING,
     environment,
@@ -67,7 +67,7 @@ def test_retrain_killed_midway_keeps_serving_and_is_retried(redis_url, tmp_path)
     client = redis.Redis.from_url(redis_url)
     slow = dict(body, params={**body["params"], "n_estimators": 3000, "max_depth": 5,
                               "early_stopping_rounds": None})
-    client.hset(wire.MODELS_KEY, "d", ModelCreate(**slow).model_dump_json())
+    client.hset(redis_keys.MODELS_KEY, "d", ModelCreate(**slow).model_dump_json())
     kill(worker)
     worker = start_worker(env, tmp_path)
     job = httpx.post(f"{url}/v1/models/d/retrain", timeout=30).json()
@@ -76,7 +76,7 @@ def test_retrain_killed_midway_keeps_serving_and_is_retried(redis_url, tmp_path)
     predict = httpx.post(f"{url}/v1/models/d/predict", json={
         "examples": named_examples(X, None, DIABETES_GROUPS, 0, 2)}, timeout=30)
     assert predict.status_code == 200 and predict.json()["version"] == 1
-    client.hset(wire.MODELS_KEY, "d", ModelCreate(**body).model_dump_json())  # fast again
+    client.hset(redis_keys.MODELS_KEY, "d", ModelCreate(**body).model_dump_json())  # fast again
     start_worker(env, tmp_path)
     finished = wait_job(url, job["id"], "succeeded")
     assert finished["attempts"] == 1 and finished["version"] == 2

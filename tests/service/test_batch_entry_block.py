@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from algorithms.anytime import SufficientStatistics
-from service import wire
+from service import fbx1
 from service.batch.fold_state import BatchFoldState, held_out
 from service.batch.ingest import parse_batch_entries, parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
@@ -31,7 +31,7 @@ def payloads(seed: int, sizes, value_bytes=8, labels=False):
     for n in sizes:
         X = sp.random(n, 20, density=0.4, format="csr", random_state=rng.integers(1 << 30))
         y = rng.choice([-1.0, 1.0], n) if labels else rng.normal(size=n) * 100
-        out.append(wire.encode_batch(X.indptr, X.indices, X.data, y, targets=True,
+        out.append(fbx1.encode_batch(X.indptr, X.indices, X.data, y, targets=True,
                                      value_bytes=value_bytes))
     return out
 
@@ -58,17 +58,17 @@ def bad_payloads():
     good = payloads(2, [2])[0]
     nan_target = bytearray(good)
     nan_target[-8:] = np.array([np.nan]).tobytes()
-    big_index = wire.encode_batch([0, 1], [25], [1.0], [0.5], targets=True)
-    duplicate = wire.encode_batch([0, 2], [3, 3], [1.0, 2.0], [0.5], targets=True)
-    inf_value = wire.encode_batch([0, 1], [3], [np.inf], [0.5], targets=True)
-    lengths = bytearray(wire.encode_batch([0, 1, 2], [3, 4], [1.0, 2.0], [0.5, 1.5],
+    big_index = fbx1.encode_batch([0, 1], [25], [1.0], [0.5], targets=True)
+    duplicate = fbx1.encode_batch([0, 2], [3, 3], [1.0, 2.0], [0.5], targets=True)
+    inf_value = fbx1.encode_batch([0, 1], [3], [np.inf], [0.5], targets=True)
+    lengths = bytearray(fbx1.encode_batch([0, 1, 2], [3, 4], [1.0, 2.0], [0.5, 1.5],
                                           targets=True))
     lengths[16:20] = np.array([2], dtype="<u4").tobytes()  # rows 2 + 1 != nnz 2
-    labels = wire.encode_batch([0, 1], [3], [1.0], np.array([1], dtype=np.int8))
+    labels = fbx1.encode_batch([0, 1], [3], [1.0], np.array([1], dtype=np.int8))
     return {"nan target": bytes(nan_target), "index past D": big_index,
             "duplicate index": duplicate, "infinite value": inf_value,
             "row lengths": bytes(lengths), "int8 labels": labels, "short": good[:10],
-            "empty": wire.encode_batch([0], [], [], np.zeros(0), targets=True)}
+            "empty": fbx1.encode_batch([0], [], [], np.zeros(0), targets=True)}
 
 
 @pytest.mark.parametrize("name", sorted(bad_payloads()))

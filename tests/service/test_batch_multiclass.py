@@ -17,7 +17,7 @@ from algorithms.datasets.acquisition_synthetic import make_cube
 from algorithms.gbfs import GBFS
 from algorithms.per_set.multiclass import MulticlassSetFigures
 from algorithms.serialization import loads_state
-from service import wire
+from service import fbx1
 from tests.support.batch_api import create_batch, retrain
 
 CLASSES = [f"shape-{k}" for k in range(8)]
@@ -152,7 +152,7 @@ def test_integer_classes_travel_as_indices_in_numeric_formats(batch_client):
                                headers={"content-type": "text/plain"})
     assert libsvm.status_code == 202, libsvm.text
     dense = X[200:300]
-    payload = wire.encode_batch(np.arange(0, dense.size + 1, 20),
+    payload = fbx1.encode_batch(np.arange(0, dense.size + 1, 20),
                                 np.tile(np.arange(20), len(dense)), dense.ravel(),
                                 y[200:300].astype(np.float64), targets=True)
     binary = batch_client.post("/v1/models/ints/examples?wait=true", content=payload,
@@ -166,7 +166,7 @@ def test_integer_classes_travel_as_indices_in_numeric_formats(batch_client):
         ({"json": {"examples": named(X, names, [0, 1], [10, True])}}, 1, "label True"),
         ({"content": "1 1:0.5\n3 1:0.5\n", "headers": {"content-type": "text/plain"}}, 2,
          "label 3.0 is not a class index 0..2"),
-        ({"content": wire.encode_batch(np.array([0, 1]), np.array([0]), np.array([1.0]),
+        ({"content": fbx1.encode_batch(np.array([0, 1]), np.array([0]), np.array([1.0]),
                                        np.array([-1.0]), targets=True),
           "headers": {"content-type": "application/octet-stream"}}, 0, "label -1.0")]
     for request, where, message in bad:

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from algorithms.sparse.hashing import FeatureHasher, murmurhash3_32
-from service import ingest, wire
+from service import fbx1, ingest
 from service.errors import InputError
 from service.ingest import parse_json_body, parse_json_examples
 
@@ -71,7 +71,7 @@ def test_pieces_give_the_indices_values_and_names_of_one_name_at_a_time(monkeypa
 
 
 def test_the_names_limit_stops_at_the_first_piece_over_it(monkeypatch):
-    monkeypatch.setattr(wire, "MAX_NAMES", 50)
+    monkeypatch.setattr(fbx1, "MAX_NAMES", 50)
     monkeypatch.setattr(ingest, "_HASH_CHUNK", 16)
     hasher = CountingHasher(20)
     features = {"ns": {f"f{i}": 1.0 for i in range(10_000)}}
@@ -86,7 +86,7 @@ def test_the_names_limit_stops_at_the_first_piece_over_it(monkeypatch):
 
 
 def test_the_limit_counts_the_request_across_its_items(monkeypatch):
-    monkeypatch.setattr(wire, "MAX_NAMES", 50)
+    monkeypatch.setattr(fbx1, "MAX_NAMES", 50)
     hasher = FeatureHasher(20)
     items = [{"label": 1, "features": {"ns": {f"f{i}": 1.0 for i in range(30 * k, 30 * k + 30)}}}
              for k in range(3)]
@@ -100,7 +100,7 @@ def test_the_limit_counts_the_request_across_its_items(monkeypatch):
 def test_a_long_name_is_refused_before_its_piece_is_hashed(monkeypatch):
     hasher = CountingHasher(20)
     group = {f"f{i}": 1.0 for i in range(10)}
-    group["x" * wire.MAX_NAME_CHARS] = 1.0  # with "ns^": over the limit
+    group["x" * fbx1.MAX_NAME_CHARS] = 1.0  # with "ns^": over the limit
     with pytest.raises(InputError, match="characters") as error:
         parse_json_examples([{"label": 1, "features": {"ns": group}}], hasher.n_features,
                             hasher)
@@ -124,6 +124,6 @@ def test_a_million_distinct_names_are_refused_at_the_cost_of_reading_them():
         parse_json_body(body, hasher.n_features, hasher)
     seconds = time.perf_counter() - started
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    assert hasher.hashed <= 1.1 * wire.MAX_NAMES + ingest._HASH_CHUNK  # (collisions)
+    assert hasher.hashed <= 1.1 * fbx1.MAX_NAMES + ingest._HASH_CHUNK  # (collisions)
     assert seconds < 20.0  # generous: ~1 s here, most of it orjson reading the body
     assert grown_mib < 300  # the parsed body (~150 MB), not the hashed names on top

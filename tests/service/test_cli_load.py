@@ -116,8 +116,8 @@ def test_the_stream_loader_checks_first_and_appends_once(tmp_path, capsys, redis
     import redis
     from fastapi.testclient import TestClient
 
-    from service import wire
     from service.app import create_app
+    from service.storage import redis_keys
 
     with TestClient(create_app(Settings(redis_url=redis_url, consumer_block_ms=20))) as http:
         assert http.post("/v1/models", json={"name": "m", "algorithm": "pet", "n_features": 20,
@@ -131,10 +131,10 @@ def test_the_stream_loader_checks_first_and_appends_once(tmp_path, capsys, redis
     assert status == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert f"{bad}, line 2500, field 'label'" in err and "nothing was appended" in err
     log = redis.Redis.from_url(redis_url)
-    assert log.xlen(wire.log_key("m")) == 0
+    assert log.xlen(redis_keys.log_key("m")) == 0
     status, out, err = run(capsys, "load", good, "--model", "m", *stream)
     assert status == 0 and json.loads(out)["examples"] == LINES - 2, err
-    entries = log.xlen(wire.log_key("m"))
+    entries = log.xlen(redis_keys.log_key("m"))
     status, out, _ = run(capsys, "load", good, "--model", "m", *stream)
     assert status == 0 and json.loads(out)["repeated"] == LINES - 2
-    assert log.xlen(wire.log_key("m")) == entries
+    assert log.xlen(redis_keys.log_key("m")) == entries

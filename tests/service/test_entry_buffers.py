@@ -7,14 +7,14 @@ import numpy as np
 import orjson
 import pytest
 
-from service import wire
+from service import fbx1
 from service.errors import InputError
 from service.ingest import parse_entry
 
 LIBSVM = b"1 3:0.5 7:-2\n-1 1:1e-3\n"
 JSON = orjson.dumps({"examples": [{"indices": [2, 6], "values": [0.5, -2.0], "label": 1},
                                   {"indices": [0], "values": [0.001], "label": -1}]})
-BINARY = wire.encode_batch(np.array([0, 2, 3]), np.array([2, 6, 0]),
+BINARY = fbx1.encode_batch(np.array([0, 2, 3]), np.array([2, 6, 0]),
                            np.array([0.5, -2.0, 1e-3]), np.array([1, -1]))
 
 
@@ -32,7 +32,7 @@ def _as(kind: str, data: bytes):
 @pytest.mark.parametrize("fmt", [b"libsvm", b"json", b"bin", None])
 def test_any_buffer_parses_like_bytes(kind, fmt):
     for data in (LIBSVM, JSON, BINARY):
-        if fmt is not None and wire.infer_format(data) != fmt.decode():
+        if fmt is not None and fbx1.infer_format(data) != fmt.decode():
             continue
         fields = {b"data": _as(kind, data)}
         if fmt is not None:
@@ -47,7 +47,7 @@ def test_any_buffer_parses_like_bytes(kind, fmt):
 
 @pytest.mark.parametrize("data", [b"  \n{\"examples\": []}", b"[]", b"FBX1", b"1 1:1\n"])
 def test_format_inference_reads_any_buffer(data):
-    assert wire.infer_format(_as("uint8 array", data)) == wire.infer_format(data)
+    assert fbx1.infer_format(_as("uint8 array", data)) == fbx1.infer_format(data)
 
 
 @pytest.mark.parametrize("data, message", [

@@ -38,10 +38,11 @@ from pydantic import ValidationError
 from algorithms.datasets.online_synthetic import make_x1
 from algorithms.serialization import loads_state
 from clients.stream import NotReplicatedError, StreamProducer
-from service import wire
+from service import fbx1
 from service.app import create_app
 from service.errors import NotReplicatedError as NotConfirmed
 from service.settings import Settings
+from service.storage import redis_keys, redis_urls
 from service.storage.base import LogEntry
 from service.storage.redis import RedisStorage
 from tests.support.crash import MODEL, oracle_state
@@ -158,7 +159,7 @@ def _batch(X, y, k: int) -> tuple:
 
 
 def _payload(X, y, k: int) -> bytes:
-    return wire.encode_batch(*_batch(X, y, k))
+    return fbx1.encode_batch(*_batch(X, y, k))
 
 
 def test_a_master_failover_loses_no_acknowledged_example(tmp_path, watched):
@@ -241,7 +242,7 @@ def test_a_master_failover_loses_no_acknowledged_example(tmp_path, watched):
         try:
             _node(MASTER).execute_command("CLIENT", "KILL", "TYPE", "replica")
             time.sleep(0.3)
-            on_master = {i.decode() for i, _ in _node(MASTER).xrange(wire.log_key("m"))}
+            on_master = {i.decode() for i, _ in _node(MASTER).xrange(redis_keys.log_key("m"))}
             killed = time.monotonic()
             watched.kill(MASTER)  # SIGKILL mid-stream
         finally:
@@ -271,7 +272,7 @@ def test_a_master_failover_loses_no_acknowledged_example(tmp_path, watched):
         process.kill()
         process.wait()
     new = _node(REPLICA)
-    entries = [LogEntry(i.decode(), f) for i, f in new.xrange(wire.log_key("m"))]
+    entries = [LogEntry(i.decode(), f) for i, f in new.xrange(redis_keys.log_key("m"))]
     by_id = {e.id: bytes(e.fields[b"data"]) for e in entries}
     ids = [i for log_ids, _ in acknowledged.values() for i in log_ids]
     assert len(ids) == len(set(ids)) == len(entries)  # each batch once, and nothing else
@@ -281,7 +282,7 @@ def test_a_master_failover_loses_no_acknowledged_example(tmp_path, watched):
     assert n == (len(rest_batches) + len(stream_batches)) * BATCH
     assert info["examples_applied"] == n == served["n_examples"]  # nothing applied twice
     assert same_state(served, expected)
-    assert new.xpending(wire.log_key("m"), wire.CONSUMER_GROUP)["pending"] == 0
+    assert new.xpending(redis_keys.log_key("m"), redis_keys.CONSUMER_GROUP)["pending"] == 0
     assert 0 < before < len(acknowledged) and after  # killed mid-stream, went on after
     lost = on_master - set(by_id)  # appended to the old master, never acknowledged
     print(f"\nfailover: promoted {switched - killed:.2f} s after the SIGKILL, old master back "
@@ -308,7 +309,7 @@ def test_without_a_replica_nothing_is_acknowledged(tmp_path, lone, monkeypatch):
     body = b"1 1:1 7:0.5\n-1 2:1\n"
     plain = {"content-type": "text/plain"}
     r = redis.Redis.from_url(lone)
-    key = wire.log_key("m")
+    key = redis_keys.log_key("m")
     base = dict(redis_url=lone, data_dir=tmp_path / "data", consumer_block_ms=50,
                 snapshot_every_seconds=3600)
     with TestClient(create_app(Settings(**base))) as client:
@@ -361,14 +362,14 @@ def test_without_a_replica_nothing_is_acknowledged(tmp_path, lone, monkeypatch):
 
 
 def test_sentinel_urls_and_bad_settings(monkeypatch):
-    parsed = wire.sentinel_url("redis+sentinel://u:p%40ss@10.0.0.1:26379,[::1]:26380/my%20m/2")
+    parsed = redis_urls.sentinel_url("redis+sentinel://u:p%40ss@10.0.0.1:26379,[::1]:26380/my%20m/2")
     assert parsed == {"sentinels": [("10.0.0.1", 26379), ("::1", 26380)], "master": "my m",
                       "db": 2, "username": "u", "password": "p@ss"}
-    assert wire.sentinel_url("redis+sentinel://h:1/m")["db"] == 0
-    assert wire.sentinel_url("redis+sentinel://h:1/m/")["db"] == 0
+    assert redis_urls.sentinel_url("redis+sentinel://h:1/m")["db"] == 0
+    assert redis_urls.sentinel_url("redis+sentinel://h:1/m/")["db"] == 0
     for url in ("redis://h:6379/0", "redis+cluster://h:1/"):
-        assert wire.sentinel_url(url) is None
-    assert wire.cluster_url("redis+sentinel://h:1/m") is None
+        assert redis_urls.sentinel_url(url) is None
+    assert redis_urls.cluster_url("redis+sentinel://h:1/m") is None
     for url, message in [("redis+sentinel://h:1", "names the master"),
                          ("redis+sentinel://h:1/", "names the master"),
                          ("redis+sentinel://h/m", "host:port"),
@@ -376,7 +377,7 @@ def test_sentinel_urls_and_bad_settings(monkeypatch):
                          ("redis+sentinel://h:1/m?socket_timeout=1", "no options"),
                          ("rediss+sentinel://h:1/m", "TLS")]:
         with pytest.raises(ValueError, match=message):
-            wire.sentinel_url(url)
+            redis_urls.sentinel_url(url)
     monkeypatch.setenv("FEATUREBUDGET_REDIS_URL", "redis+sentinel://h:1/")
     with pytest.raises(ValidationError, match="names the master"):
         Settings()

@@ -402,11 +402,11 @@ def test_published_statistics_fold_on_and_retrain_like_a_direct_fit(
     if backend == "redis":
         import redis
 
-        from service import wire
-        snapshot = redis.Redis.from_url(redis_db5).hgetall(wire.snapshot_key("d"))
+        from service.storage import redis_keys
+        snapshot = redis.Redis.from_url(redis_db5).hgetall(redis_keys.snapshot_key("d"))
     assert main(command[:2] + ["/nowhere.svm"] + command[2 + len(paths):]) == 2
     if backend == "redis":
-        assert redis.Redis.from_url(redis_db5).hgetall(wire.snapshot_key("d")) == snapshot
+        assert redis.Redis.from_url(redis_db5).hgetall(redis_keys.snapshot_key("d")) == snapshot
     capsys.readouterr()
     assert main(command) == 0
     out = json.loads(capsys.readouterr().out)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from service import wire
+from service import fbx1
 from service.app import create_app
+from service.storage import redis_keys
 from tests.support.online import create
 from tests.support.storage_backends import log_entries
 
@@ -23,7 +24,7 @@ def test_values_outside_the_range_are_refused_on_every_path(client, value):
         ("application/json", f'{{"examples": [{{"indices": [1], "values": [{value!r}], '
                              f'"label": 1}}]}}'.encode()),
         ("text/plain", f"1 2:{value!r}\n".encode()),
-        ("application/octet-stream", wire.encode_batch([0, 1], [1], [value], [1])),
+        ("application/octet-stream", fbx1.encode_batch([0, 1], [1], [value], [1])),
     ]
     for media_type, body in bodies:
         response = client.post("/v1/models/m/examples", content=body,
@@ -98,9 +99,9 @@ def test_entries_of_a_model_that_did_not_exist_never_reach_a_new_one(redis_url, 
     import redis
 
     connection = redis.Redis.from_url(redis_url)
-    stale = wire.encode_batch([0, 1], [1], [1.0], [1])
+    stale = fbx1.encode_batch([0, 1], [1], [1.0], [1])
     for _ in range(3):
-        connection.xadd(wire.log_key("ghost"), {b"fmt": b"bin", b"data": stale})
+        connection.xadd(redis_keys.log_key("ghost"), {b"fmt": b"bin", b"data": stale})
     with TestClient(create_app(make_settings())) as client:
         create(client, "ghost", algorithm="pet", budget=3, n_features=10)
         response = client.post("/v1/models/ghost/examples?wait=true", json={
@@ -183,7 +184,7 @@ def test_feature_names_are_a_fold_over_the_log(make_settings, backend):
     else:
         import redis
 
-        redis.Redis.from_url(settings.redis_url).delete(wire.snapshot_key("h"))
+        redis.Redis.from_url(settings.redis_url).delete(redis_keys.snapshot_key("h"))
     with TestClient(create_app(settings)) as client:
         deadline = time.monotonic() + 30
         while client.get("/v1/models/h").json()["examples_applied"] < 10:
@@ -231,19 +232,19 @@ def test_readyz_says_when_a_model_is_not_folded(redis_url, make_settings, backen
     with TestClient(create_app(make_settings(lease_seconds=1.0))) as client:
         create(client, "m", algorithm="pet", budget=3, n_features=10)
         deadline = time.monotonic() + 10
-        while connection.get(wire.heartbeat_key("m")) is None:
+        while connection.get(redis_keys.heartbeat_key("m")) is None:
             assert time.monotonic() < deadline
             time.sleep(0.02)
         assert client.get("/readyz").status_code == 200
         # as a killed owner leaves it: a heartbeat that stopped long ago
-        connection.set(wire.heartbeat_key("m"), f"{time.time() - 5.0!r} dead:1:x")
+        connection.set(redis_keys.heartbeat_key("m"), f"{time.time() - 5.0!r} dead:1:x")
         response = client.get("/readyz")
         assert response.status_code == 503 and "model m: not folded" in response.text
         deadline = time.monotonic() + 10
         while client.get("/readyz").status_code != 200:  # the live owner renews
             assert time.monotonic() < deadline
             time.sleep(0.05)
-    assert connection.get(wire.heartbeat_key("m")) is None  # released on a clean stop
+    assert connection.get(redis_keys.heartbeat_key("m")) is None  # released on a clean stop
     connection.close()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from service import wire
+from service import fbx1
 from service.ingest import entry_examples
 from tests.service.test_prometheus import metric_value
 from tests.support.online import json_examples, libsvm_text
@@ -47,7 +47,7 @@ def test_rejected_examples_are_counted_as_examples_and_requests_apart(client, x1
 def test_a_rejected_entry_counts_the_examples_it_holds(x1):
     X, y = x1
     rows = X.row_slice(0, 5)
-    blob = wire.encode_batch(rows.indptr, rows.indices, rows.values, y[:5])
+    blob = fbx1.encode_batch(rows.indptr, rows.indices, rows.values, y[:5])
     assert entry_examples({b"fmt": b"bin", b"data": blob}) == 5
     assert entry_examples({b"data": blob}) == 5  # format inferred
     assert entry_examples({b"fmt": b"libsvm", b"data": b"+1 1:2\n\nnot an example\n"}) == 2

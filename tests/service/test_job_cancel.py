@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from clients.http import FeaturebudgetClient
-from service import wire
+from service import fbx1
 from service.app import create_app
 from service.batch import models as batch_models
 from service.batch import retrains, worker
@@ -55,7 +55,7 @@ def slow_model(client, name: str = "s") -> None:
     rng = np.random.default_rng(0)
     X = rng.standard_normal((2000, 40))
     y = X[:, :5].sum(axis=1) + rng.standard_normal(2000)
-    payload = wire.encode_batch(np.arange(0, X.size + 1, 40), np.tile(np.arange(40), 2000),
+    payload = fbx1.encode_batch(np.arange(0, X.size + 1, 40), np.tile(np.arange(40), 2000),
                                 X.ravel(), y, targets=True)
     response = client.post(f"/v1/models/{name}/examples?wait=true", content=payload,
                            headers={"content-type": "application/octet-stream"})

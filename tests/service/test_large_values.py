@@ -14,10 +14,11 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from service import wire
+from service import fbx1
 from service.app import create_app
 from service.fold_loop import save_fenced
 from service.settings import Settings
+from service.storage import redis_keys
 from service.storage.redis import (
     CHUNKS_TAG,
     MIN_BYTES_PER_SECOND,
@@ -33,13 +34,13 @@ pytestmark = pytest.mark.redis
 def chunk_keys(url: str, model: str = "m") -> list[bytes]:
     """The model's chunks that belong to a value (no TTL: not staged, not replaced)."""
     with redis.Redis.from_url(url) as client:
-        return sorted(k for k in client.keys(wire.chunk_prefix(model) + "*")
+        return sorted(k for k in client.keys(redis_keys.chunk_prefix(model) + "*")
                       if client.ttl(k) == -1)
 
 
 def replaced_chunks(url: str, model: str = "m") -> list[bytes]:
     with redis.Redis.from_url(url) as client:
-        return sorted(k for k in client.keys(wire.chunk_prefix(model) + "*")
+        return sorted(k for k in client.keys(redis_keys.chunk_prefix(model) + "*")
                       if 0 < client.ttl(k) <= 11)
 
 
@@ -61,7 +62,7 @@ def test_values_round_trip_in_chunks_and_take_their_chunks_along(redis_url):
             keys = chunk_keys(redis_url)
             assert len(keys) == 4  # 1000-byte chunks, committed: no TTL left
             with redis.Redis.from_url(redis_url) as client:
-                state = client.hget(wire.snapshot_key("m"), "state")
+                state = client.hget(redis_keys.snapshot_key("m"), "state")
                 assert state.startswith(CHUNKS_TAG) and len(state) < 100
             other = os.urandom(2500)
             assert await storage.save_snapshot("m", other, "2-0", owner="me")
@@ -111,7 +112,7 @@ def test_refused_and_failed_commits_write_nothing_and_leave_no_chunks(redis_url)
             async def lose_lease_while_staging(one, model, blob):
                 ref = await stage(one, model, blob)
                 with redis.Redis.from_url(redis_url) as client:
-                    client.set(wire.lease_key("m"), "someone-else")
+                    client.set(redis_keys.lease_key("m"), "someone-else")
                 return ref
 
             storage._stage = lose_lease_while_staging
@@ -126,12 +127,12 @@ def test_refused_and_failed_commits_write_nothing_and_leave_no_chunks(redis_url)
                 ref = await stage(one, model, blob)
                 chunk_id = ref.split()[0]
                 with redis.Redis.from_url(redis_url) as client:
-                    client.delete(wire.chunk_key("m", chunk_id, 1))
+                    client.delete(redis_keys.chunk_key("m", chunk_id, 1))
                 return ref
 
             assert await storage.acquire_lease("m", "me", 30) is False  # (someone-else's)
             with redis.Redis.from_url(redis_url) as client:
-                client.set(wire.lease_key("m"), "me")
+                client.set(redis_keys.lease_key("m"), "me")
             storage._stage = expire_a_chunk
             with pytest.raises(ChunksExpiredError):
                 await storage.save_snapshot("m", os.urandom(5000), "8-0", owner="me")
@@ -184,7 +185,7 @@ def test_socket_timeouts_scale_with_the_size(redis_url):
     async def main():
         storage = await opened(redis_url)
         try:
-            async with storage._connection(wire.snapshot_key("m")) as one:
+            async with storage._connection(redis_keys.snapshot_key("m")) as one:
                 async def timeout(c):
                     return c.connection.socket_timeout
 
@@ -240,7 +241,7 @@ def test_large_models_end_to_end_on_both_backends(make_settings, backend):
     D = 120
     X = rng.standard_normal((400, D))
     y = X[:, :5].sum(axis=1) + 0.1 * rng.standard_normal(400)
-    payload = wire.encode_batch(np.arange(0, X.size + 1, D), np.tile(np.arange(D), 400),
+    payload = fbx1.encode_batch(np.arange(0, X.size + 1, D), np.tile(np.arange(D), 400),
                                 X.ravel(), y, targets=True)
     with TestClient(create_app(settings)) as client:
         for name in ("big", "copy"):

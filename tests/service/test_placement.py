@@ -19,9 +19,9 @@ import redis
 from algorithms.online import LEARNERS
 from algorithms.serialization import loads_state
 from clients.stream import StreamProducer
-from service import wire
 from service.ingest import parse_entry
 from service.placement import place
+from service.storage import redis_keys
 from tests.support.online import same_state
 from tests.support.processes import serve_on_redis, wait_ready
 
@@ -51,7 +51,7 @@ def _owners(r, names: list[str]) -> dict[str, int | None]:
     """Model -> pid of the process holding its lease."""
     out = {}
     for name in names:
-        holder = r.get(wire.lease_key(name))
+        holder = r.get(redis_keys.lease_key(name))
         out[name] = int(holder.decode().split(":")[1]) if holder else None
     return out
 
@@ -132,7 +132,7 @@ def test_three_processes_share_models_and_take_over_a_killed_owner(tmp_path, red
                 process.send_signal(signal.SIGTERM)
         for process, _ in servers:
             process.wait(timeout=60)
-    entries = r.xrange(wire.log_key(busy))
+    entries = r.xrange(redis_keys.log_key(busy))
     oracle = LEARNERS["sofs"](n_features=X.n_features, budget=20)
     for _, fields in entries:
         batch = parse_entry(fields, X.n_features, None)

@@ -23,7 +23,8 @@ import pytest
 import redis
 import yaml
 
-from service import wire
+from service import fbx1
+from service.storage import redis_keys
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
 from tests.support.online import json_examples, libsvm_text
 from tests.support.ports import free_ports
@@ -122,11 +123,11 @@ def steal_refused_snapshot(client: httpx.Client, store: redis.Redis, url: str, x
     """Make the owner of model spam write a snapshot while another process holds its lease
     (as after a pause longer than the lease): the fenced write is refused and counted."""
     X, y = x1
-    key = wire.lease_key("spam")
+    key = redis_keys.lease_key("spam")
     for _attempt in range(3):
         # right after a renewal the owner trusts its lease for lease / 3 (5 s here)
         def fresh_heartbeat():
-            raw = store.get(wire.heartbeat_key("spam"))
+            raw = store.get(redis_keys.heartbeat_key("spam"))
             return raw is not None and time.time() - float(raw.split()[0]) < 1.5
 
         wait_until(fresh_heartbeat, "a fresh lease renewal", timeout=15)
@@ -218,7 +219,7 @@ def test_every_dashboard_query_returns_data_from_a_live_service(tmp_path, redis_
                               headers={"content-type": "text/plain"},
                               timeout=60).status_code == 202
             rows = X.row_slice(200, 300)
-            blob = wire.encode_batch(rows.indptr, rows.indices, rows.values, y[200:300])
+            blob = fbx1.encode_batch(rows.indptr, rows.indices, rows.values, y[200:300])
             assert httpx.post(f"{examples}?wait=true", content=blob, timeout=60,
                               headers={"content-type": "application/octet-stream"}
                               ).status_code == 202
@@ -228,7 +229,7 @@ def test_every_dashboard_query_returns_data_from_a_live_service(tmp_path, redis_
             for _ in range(2):  # the second one is a retry: not appended again
                 assert client.post(examples, headers={"Idempotency-Key": "load-1"}, json={
                     "examples": json_examples(X, y, 300, 310)}).status_code == 202
-            log = wire.log_key("spam")  # producers writing the stream directly
+            log = redis_keys.log_key("spam")  # producers writing the stream directly
             store.xadd(log, {b"fmt": b"libsvm", b"data": libsvm_text(X, y, 310, 360)})
             store.xadd(log, {b"fmt": b"json",
                              b"data": json.dumps({"examples": json_examples(X, y, 360, 400)})})

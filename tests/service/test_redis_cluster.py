@@ -18,7 +18,7 @@ import asyncio
 import pytest
 
 from clients.stream import StreamProducer, redis_client
-from service import wire
+from service.storage import redis_keys
 from service.storage.redis import RedisStorage
 from tests.support import batch_crash, crash
 from tests.support.batch_crash import killed_worker_loses_and_duplicates_nothing
@@ -52,14 +52,14 @@ def _master(client, key: str) -> str:
 
 def test_models_sit_on_different_masters_with_every_key_in_one_slot(cluster_url):
     client = redis_client(cluster_url)
-    masters = {_master(client, wire.log_key(ONLINE)), _master(client, wire.log_key(BATCH)),
-               _master(client, wire.MODELS_KEY)}
+    masters = {_master(client, redis_keys.log_key(ONLINE)),
+               _master(client, redis_keys.log_key(BATCH)), _master(client, redis_keys.MODELS_KEY)}
     assert len(masters) == 3 and len(client.get_primaries()) == 3
     for name in (ONLINE, BATCH):
-        keys = [wire.spec_key(name), *wire.model_keys(name), wire.artifact_key(name, 7),
-                wire.pending_key(name, "p")]
+        keys = [redis_keys.spec_key(name), *redis_keys.model_keys(name),
+                redis_keys.artifact_key(name, 7), redis_keys.pending_key(name, "p")]
         slots = {int(client.execute_command("CLUSTER KEYSLOT", k)) for k in keys}
-        assert slots == {client.keyslot(wire.log_key(name))}
+        assert slots == {client.keyslot(redis_keys.log_key(name))}
     client.close()
 
 
@@ -74,17 +74,17 @@ def test_create_and_delete_are_safe_after_a_crash_between_their_steps(cluster_ur
         try:
             # leftovers under a name that is no model: a producer's entries, a deleted
             # model's artifacts; and an index name whose create crashed after step 1
-            await client.xadd(wire.log_key(BATCH), {b"data": b"not this model's"})
-            await client.hset(wire.artifacts_key(BATCH), "3", b"{}")
-            await client.set(wire.artifact_key(BATCH, 3), b"old blob")
-            await client.hset(wire.MODELS_KEY, "crashed", b"{}")
+            await client.xadd(redis_keys.log_key(BATCH), {b"data": b"not this model's"})
+            await client.hset(redis_keys.artifacts_key(BATCH), "3", b"{}")
+            await client.set(redis_keys.artifact_key(BATCH, 3), b"old blob")
+            await client.hset(redis_keys.MODELS_KEY, "crashed", b"{}")
             assert await storage.load_models() == {}
             assert await storage.save_model(BATCH, b'{"v": 1}', create=True)
             assert not await storage.save_model(BATCH, b'{"v": 2}', create=True)
             assert await storage.load_models() == {BATCH: b'{"v": 1}'}
-            assert await client.hget(wire.MODELS_KEY, BATCH) == b'{"v": 1}'
-            assert await client.xlen(wire.log_key(BATCH)) == 0
-            assert await client.exists(wire.artifact_key(BATCH, 3)) == 0
+            assert await client.hget(redis_keys.MODELS_KEY, BATCH) == b'{"v": 1}'
+            assert await client.xlen(redis_keys.log_key(BATCH)) == 0
+            assert await client.exists(redis_keys.artifact_key(BATCH, 3)) == 0
             assert await storage.save_model("crashed", b'{"v": 3}', create=True)
             assert set(await storage.load_models()) == {BATCH, "crashed"}
 
@@ -115,17 +115,17 @@ def test_create_and_delete_are_safe_after_a_crash_between_their_steps(cluster_ur
             assert await storage.delete_model(BATCH)
             assert not await storage.delete_model(BATCH)
             assert set(await storage.load_models()) == {"crashed"}
-            node = client.get_node_from_key(wire.log_key(BATCH))
+            node = client.get_node_from_key(redis_keys.log_key(BATCH))
             left = await client.execute_command("KEYS", f"*{{{BATCH}}}*", target_nodes=node)
             assert left == []
-            assert await client.hget(wire.MODELS_KEY, BATCH) is None
-            await client.hset(wire.MODELS_KEY, BATCH, b'{"v": 1}')  # as a crash leaves it
+            assert await client.hget(redis_keys.MODELS_KEY, BATCH) is None
+            await client.hset(redis_keys.MODELS_KEY, BATCH, b'{"v": 1}')  # as a crash leaves it
             assert set(await storage.load_models()) == {"crashed"}
             assert await storage.save_model(BATCH, b'{"v": 4}', create=True)
             assert await storage.load_models() == {BATCH: b'{"v": 4}', "crashed": b'{"v": 3}'}
             for name in (BATCH, "crashed"):
                 assert await storage.delete_model(name)
-            assert await client.hgetall(wire.MODELS_KEY) == {}
+            assert await client.hgetall(redis_keys.MODELS_KEY) == {}
         finally:
             await storage.close()
 
@@ -142,7 +142,7 @@ def test_sigkill_crash_test_on_a_cluster(tmp_path, stream_data, cluster_url):
 ])
 def test_killed_batch_worker_on_a_cluster(cluster_url, tmp_path, name, algorithm, params):
     client = redis_client(cluster_url)
-    assert _master(client, wire.log_key(name)) != _master(client, wire.log_key(ONLINE))
+    assert _master(client, redis_keys.log_key(name)) != _master(client, redis_keys.log_key(ONLINE))
     client.close()
     killed_worker_loses_and_duplicates_nothing(cluster_url, tmp_path, algorithm, params,
                                                name=name)
@@ -154,7 +154,7 @@ def test_the_raw_reader_follows_a_failover_of_its_master(cluster_url):
     gets MOVED, reads the topology again and goes on from the new master, losing nothing.
     Last in this module: it changes which node is a master."""
     name = "f"
-    key = wire.log_key(name)
+    key = redis_keys.log_key(name)
 
     async def scenario():
         storage = RedisStorage(cluster_url)

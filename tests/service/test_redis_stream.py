@@ -13,9 +13,10 @@ from fastapi.testclient import TestClient
 from algorithms.online import LEARNERS
 from algorithms.serialization import loads_state
 from clients.stream import StreamProducer
-from service import wire
+from service import fbx1
 from service.app import create_app
 from service.settings import Settings
+from service.storage import redis_keys
 from service.storage.redis import RedisStorage
 from tests.support.online import create, json_examples, libsvm_text, same_state
 
@@ -41,7 +42,7 @@ def test_stream_entries_in_every_format_and_dead_letters(redis_url, x1):
     r = redis.Redis.from_url(redis_url)
     with TestClient(create_app(settings(redis_url))) as client:
         create(client)
-        key = wire.log_key("m")
+        key = redis_keys.log_key("m")
         with StreamProducer(r, "m", batch_size=40, value_bytes=8) as producer:
             producer.add_batch(X.indptr[:101], X.indices, X.values, y[:100])
         r.xadd(key, {"data": b"garbage that is not libsvm"})
@@ -63,10 +64,10 @@ def test_stream_entries_in_every_format_and_dead_letters(redis_url, x1):
         assert len(dead) == 3
         assert "label" in dead[0]["reason"] and "header" in dead[1]["reason"]
         assert "item 0" in dead[2]["reason"]
-        assert r.xlen(wire.deadletter_key("m")) == 3
+        assert r.xlen(redis_keys.deadletter_key("m")) == 3
         assert 'featurebudget_deadletter_entries_total{model="m"} 3.0' in \
             client.get("/metrics").text
-        pending = r.xpending(key, wire.CONSUMER_GROUP)
+        pending = r.xpending(key, redis_keys.CONSUMER_GROUP)
         assert pending["pending"] == 0  # everything acked, the bad entries too
 
 
@@ -75,21 +76,21 @@ def test_reclaims_entries_of_a_dead_consumer_exactly_once(redis_url, x1):
     r = redis.Redis.from_url(redis_url)
     with TestClient(create_app(settings(redis_url))) as client:
         create(client)
-    key = wire.log_key("m")
+    key = redis_keys.log_key("m")
     producer = StreamProducer(r, "m", batch_size=50, value_bytes=8)
     producer.add_batch(X.indptr[:201], X.indices, X.values, y[:200])
     ids = producer.flush()
     # a consumer that read everything and died before acknowledging
-    r.xreadgroup(wire.CONSUMER_GROUP, "dead-consumer", {key: ">"}, count=100)
-    assert r.xpending(key, wire.CONSUMER_GROUP)["pending"] == 4
+    r.xreadgroup(redis_keys.CONSUMER_GROUP, "dead-consumer", {key: ">"}, count=100)
+    assert r.xpending(key, redis_keys.CONSUMER_GROUP)["pending"] == 4
     app_settings = settings(redis_url, autoclaim_idle_ms=1)
     with TestClient(create_app(app_settings)) as client:
         wait_for(lambda: client.get("/v1/models/m").json()["log_position"] == ids[-1])
         assert client.get("/v1/models/m").json()["examples_applied"] == 200
-        wait_for(lambda: r.xpending(key, wire.CONSUMER_GROUP)["pending"] == 0)
+        wait_for(lambda: r.xpending(key, redis_keys.CONSUMER_GROUP)["pending"] == 0)
     oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
         X.row_slice(0, 200), y[:200].astype(float))
-    state = loads_state(r.hget(wire.snapshot_key("m"), b"state"))
+    state = loads_state(r.hget(redis_keys.snapshot_key("m"), b"state"))
     assert same_state(state, oracle.state_dict())
 
 
@@ -104,18 +105,18 @@ def test_trimming_keeps_what_the_snapshot_needs(redis_url, x1):
         last = response.json()["log_ids"][-1]
 
         def trimmed_to_the_snapshot() -> bool:  # the trim follows the snapshot's write
-            snapshot_id = r.hget(wire.snapshot_key("m"), b"log_id").decode()
-            first_kept = r.xrange(wire.log_key("m"), count=1)[0][0].decode()
+            snapshot_id = r.hget(redis_keys.snapshot_key("m"), b"log_id").decode()
+            first_kept = r.xrange(redis_keys.log_key("m"), count=1)[0][0].decode()
             return first_kept == snapshot_id  # everything before the snapshot is gone
 
         wait_for(trimmed_to_the_snapshot)
-        assert r.xlen(wire.log_key("m")) < 8
+        assert r.xlen(redis_keys.log_key("m")) < 8
         assert client.get("/v1/models/m").json()["log_position"] == last
     with TestClient(create_app(settings(redis_url))) as client:  # restart: snapshot + replay
         assert client.get("/v1/models/m").json()["examples_applied"] == 400
     oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
         X.row_slice(0, 400), y[:400].astype(float))
-    state = loads_state(r.hget(wire.snapshot_key("m"), b"state"))
+    state = loads_state(r.hget(redis_keys.snapshot_key("m"), b"state"))
     assert same_state(state, oracle.state_dict())
 
 
@@ -133,7 +134,8 @@ def test_two_processes_share_a_model_through_the_lease(redis_url, x1):
         assert second.get("/v1/models/m").json()["log_position"] == response.json()["log_ids"][0]
     oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
         X.row_slice(0, 60), y[:60].astype(float))
-    state = loads_state(redis.Redis.from_url(redis_url).hget(wire.snapshot_key("m"), b"state"))
+    state = loads_state(redis.Redis.from_url(redis_url).hget(redis_keys.snapshot_key("m"),
+                                                             b"state"))
     assert same_state(state, oracle.state_dict())
     assert np.isfinite(oracle.decision_function(X.row_slice(0, 1))).all()
 
@@ -148,7 +150,7 @@ def test_raw_xreadgroup_reader_matches_redis_py(redis_url):
     r = redis.Redis.from_url(redis_url)
     key = "featurebudget-test:raw"
     r.delete(key)
-    r.xgroup_create(key, wire.CONSUMER_GROUP, id="0", mkstream=True)
+    r.xgroup_create(key, redis_keys.CONSUMER_GROUP, id="0", mkstream=True)
     rng = np.random.default_rng(0)
     payloads = [rng.bytes(size) for size in (0, 1, 100, 65535, 65536, 65537, 300_000, 2_000_003)]
     payloads += [b"a\r\nb\r\n" * 5000]
@@ -184,8 +186,8 @@ def test_big_entries_few_per_read_and_big_garbage_dead_lettered(redis_url, x1):
     r = redis.Redis.from_url(redis_url)
     with TestClient(create_app(settings(redis_url, microbatch_max_bytes=1))) as client:
         create(client)
-        key = wire.log_key("m")
-        big = [(b"bin", wire.encode_batch(X.indptr[:151], X.indices, X.values, y[:150])),
+        key = redis_keys.log_key("m")
+        big = [(b"bin", fbx1.encode_batch(X.indptr[:151], X.indices, X.values, y[:150])),
                (b"libsvm", libsvm_text(X, y, 150, 300)),
                (b"json", orjson.dumps({"examples": json_examples(X, y, 300, 450)}))]
         assert all(len(data) > 1 << 16 for _, data in big)
@@ -197,10 +199,10 @@ def test_big_entries_few_per_read_and_big_garbage_dead_lettered(redis_url, x1):
         assert client.get("/v1/models/m").json()["examples_applied"] == 450
         dead = client.get("/v1/models/m/deadletters").json()["entries"]
         assert len(dead) == 1 and "line 2" in dead[0]["reason"]
-        assert len(r.xrange(wire.deadletter_key("m"))[0][1][b"data"]) == 65536
+        assert len(r.xrange(redis_keys.deadletter_key("m"))[0][1][b"data"]) == 65536
     oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
         X.row_slice(0, 450), y[:450].astype(float))
-    state = loads_state(r.hget(wire.snapshot_key("m"), b"state"))
+    state = loads_state(r.hget(redis_keys.snapshot_key("m"), b"state"))
     assert same_state(state, oracle.state_dict())
 
 
@@ -270,15 +272,15 @@ def test_a_process_that_lost_its_lease_cannot_write_its_snapshot(redis_url, x1):
         create(client)
         client.post("/v1/models/m/examples?wait=true",
                     json={"examples": json_examples(X, y, 0, 50)})
-        wait_for(lambda: r.hget(wire.snapshot_key("m"), b"log_id"))
-        before = r.hgetall(wire.snapshot_key("m"))
-        r.set(wire.lease_key("m"), b"intruder", px=60000)  # a takeover this process missed
+        wait_for(lambda: r.hget(redis_keys.snapshot_key("m"), b"log_id"))
+        before = r.hgetall(redis_keys.snapshot_key("m"))
+        r.set(redis_keys.lease_key("m"), b"intruder", px=60000)  # a takeover this process missed
         response = client.post("/v1/models/m/examples",  # (never visible: no view is
                                json={"examples": json_examples(X, y, 50, 100)})  # published)
         assert response.status_code == 202
         wait_for(lambda: client.get("/v1/models/m").json()["owner"] is False)
-        assert r.hgetall(wire.snapshot_key("m")) == before
-        after = r.xrange(wire.log_key("m"), min=b"(" + before[b"log_id"])
+        assert r.hgetall(redis_keys.snapshot_key("m")) == before
+        after = r.xrange(redis_keys.log_key("m"), min=b"(" + before[b"log_id"])
         assert len(after) == 1  # the second batch: still there for the new owner to replay
         metrics = client.get("/metrics").text
         assert 'featurebudget_snapshots_refused_total{model="m"} 1.0' in metrics
@@ -303,7 +305,7 @@ def test_a_retrying_producer_writes_each_batch_once(redis_url, x1):
                 first.setdefault(number, ids)
                 assert ids == first[number]
         assert len(first[0]) == 2 and len(first[2]) == 2  # 30 rows per entry
-        assert r.xlen(wire.log_key("m")) == 5
+        assert r.xlen(redis_keys.log_key("m")) == 5
         again = client.post("/v1/models/m/examples", json={"examples": json_examples(X, y, 0, 5)},
                             headers={"idempotency-key": "batch-1"}).json()
         assert again["repeated"] and again["log_ids"] == first[1]

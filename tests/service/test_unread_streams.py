@@ -11,10 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from clients.stream import StreamProducer, UnknownModelError
-from service import wire
 from service.api import health
 from service.app import create_app
 from service.settings import Settings
+from service.storage import redis_keys
 from tests.support.redis_db import redis_url  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.redis
@@ -45,7 +45,7 @@ def test_a_batch_model_without_a_worker_warns_and_its_wait_names_the_cause(redis
         assert "entries up to" in detail and "are in the log" in detail
         assert "no batch worker has folded model 'b': start `featurebudget worker`" in detail
         now = time.time()  # a live batch worker (as placement registers one)
-        redis.Redis.from_url(redis_url).hset(wire.members_key("batch"), "w1",
+        redis.Redis.from_url(redis_url).hset(redis_keys.members_key("batch"), "w1",
                                             f"{now!r} {now + 3.0!r}")
         again = client.post("/v1/models", json={"name": "c", "algorithm": "cs-g-omp",
                                                 "groups": GROUPS})
@@ -68,11 +68,11 @@ def test_a_producer_refuses_a_model_that_does_not_exist(redis_url, monkeypatch):
         assert isinstance(refused.value, ValueError) and refused.value.known == ["eggs", "spam"]
         with pytest.raises(UnknownModelError):
             producer.add([3], [1.0], 1)
-        assert not connection.exists(wire.log_key("sapm"))
+        assert not connection.exists(redis_keys.log_key("sapm"))
         StreamProducer(connection, "spam").add_batch(np.array([0, 1]), [3], [1.0], [1])
         assert client.get("/readyz").json().get("orphan_streams") is None
 
-        connection.xadd(wire.log_key("ghost"), {b"data": b"1 1:1\n"})  # another producer
+        connection.xadd(redis_keys.log_key("ghost"), {b"data": b"1 1:1\n"})  # another producer
         ready = client.get("/readyz")
         assert ready.status_code == 200 and ready.json()["orphan_streams"] == ["ghost"]
         assert "featurebudget_orphan_streams 1.0" in client.get("/metrics").text

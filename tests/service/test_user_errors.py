@@ -189,15 +189,16 @@ def test_the_stream_producer_writes_zero_as_minus_one(redis_url):
     import redis
 
     from clients.stream import InvalidBatchError, StreamProducer
-    from service import wire
+    from service import fbx1
+    from service.storage import redis_keys
 
     producer = StreamProducer(redis_url, "ahead", require_model=False)
     indptr, indices, values = [0, 1, 2, 3], [1, 2, 3], [1.0, 1.0, 1.0]
     producer.add_batch(indptr, indices, values, [0, 1, 0])
     producer.add(indices=[4], values=[1.0], label=0)
     producer.flush()
-    entries = redis.Redis.from_url(redis_url).xrange(wire.log_key("ahead"))
-    labels = [wire.decode_batch(fields[b"data"])[3].tolist() for _, fields in entries]
+    entries = redis.Redis.from_url(redis_url).xrange(redis_keys.log_key("ahead"))
+    labels = [fbx1.decode_batch(fields[b"data"])[3].tolist() for _, fields in entries]
     assert labels == [[-1, 1, -1], [-1]]
     with pytest.raises(InvalidBatchError, match="label 0 mixes -1 and 0 in one batch"):
         producer.add_batch(indptr, indices, values, [-1, 1, 0])

@@ -17,11 +17,11 @@ import httpx
 
 from algorithms.serialization import loads_state
 from clients.stream import redis_client
-from service import wire
 from service.batch.fold_state import BatchFoldState
 from service.batch.ingest import parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
 from service.schemas import ModelCreate
+from service.storage import redis_keys
 from tests.support.batch_data import (
     DIABETES_GROUPS,
     NO_POLICY,
@@ -92,7 +92,7 @@ def drain(url: str, timeout: float = 120.0, name: str = "d") -> dict:
 def one_pass(redis_url: str, spec: ModelCreate) -> dict:
     """The fold state of one uninterrupted pass over the model's whole log."""
     client = redis_client(redis_url)
-    entries = client.xrange(wire.log_key(spec.name))
+    entries = client.xrange(redis_keys.log_key(spec.name))
     client.close()
     state = BatchFoldState(spec.family, BatchLayout(spec), split_params(spec))
     for entry_id, fields in entries:
@@ -140,7 +140,7 @@ def killed_worker_loses_and_duplicates_nothing(redis_url: str, tmp_path: Path, a
     worker.send_signal(signal.SIGTERM)  # final snapshot of what it folded
     worker.wait(timeout=60)
     client = redis_client(redis_url)
-    blob = client.hget(wire.snapshot_key(name), b"state")
+    blob = client.hget(redis_keys.snapshot_key(name), b"state")
     client.close()
     folded = loads_state(blob)
     folded.pop("svc_model")

@@ -19,8 +19,9 @@ import numpy as np
 from algorithms.online import LEARNERS
 from algorithms.serialization import loads_state
 from clients.stream import StreamProducer, redis_client
-from service import wire
+from service import fbx1
 from service.ingest import parse_entry
+from service.storage import redis_keys
 from tests.support.online import concat, same_state
 from tests.support.ports import free_port
 from tests.support.processes import ROOT, wait_ready
@@ -93,7 +94,7 @@ def oracle_state(entries, n_features: int) -> tuple[dict, int]:
 
 def encode(X, y, k: int) -> bytes:
     piece = X.row_slice(k * BATCH, (k + 1) * BATCH)
-    return wire.encode_batch(piece.indptr, piece.indices, piece.values,
+    return fbx1.encode_batch(piece.indptr, piece.indices, piece.values,
                              y[k * BATCH:(k + 1) * BATCH])
 
 
@@ -136,12 +137,12 @@ def sigkill_redis_backend(tmp_path, stream_data, redis_url: str, name: str = "m"
     assert n == X.n_rows
     assert info["examples_applied"] == n == served["n_examples"]
     assert same_state(served, expected)
-    assert r.xpending(wire.log_key(name), wire.CONSUMER_GROUP)["pending"] == 0
+    assert r.xpending(redis_keys.log_key(name), redis_keys.CONSUMER_GROUP)["pending"] == 0
     r.close()
 
 
 def all_entries(r, name: str = "m"):
     from service.storage.base import LogEntry
 
-    for entry_id, fields in r.xrange(wire.log_key(name)):
+    for entry_id, fields in r.xrange(redis_keys.log_key(name)):
         yield LogEntry(entry_id.decode(), fields)

@@ -41,7 +41,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
-from service import wire
+from service import fbx1
 
 PROBLEM = "application/problem+json"
 NO_POLICY = {"retrain_every_examples": None, "retrain_every_seconds": None}
@@ -162,7 +162,7 @@ def fbx1_valid(draw, n_features: int, *, targets: bool = False) -> tuple[bytes, 
     else:
         labels = np.array([draw(st.sampled_from([-1, 1])) for _ in range(n)], dtype=np.int8)
     width = draw(st.sampled_from([4, 8]))
-    body = wire.encode_batch(np.array(indptr), np.array(indices, dtype=np.int32),
+    body = fbx1.encode_batch(np.array(indptr), np.array(indices, dtype=np.int32),
                              np.array(values, dtype=np.float64), labels, value_bytes=width,
                              targets=targets)
     return body, n
@@ -215,7 +215,7 @@ def fbx1_tampered(draw, n_features: int, *, targets: bool = False) -> bytes:
                          else 3.4e38)
     elif part == "label":
         k = draw(st.integers(0, n_rows - 1))
-        if flags & wire.FLAG_TARGETS:
+        if flags & fbx1.FLAG_TARGETS:
             struct.pack_into("<d", out, labels_at + 8 * k,
                              draw(st.sampled_from([math.nan, math.inf, 1e300])))
         else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 
-from service import wire
+from service.storage import redis_keys
 from service.storage.base import LogEntry, Storage
 
 BACKENDS = ("local", "redis")
@@ -38,7 +38,7 @@ async def log_entries(storage: Storage, model: str, count: int = 1000) -> list[L
     if isinstance(storage, LocalStorage):
         log = storage._log(model)
         return await log.run(None, log._read, 0, count)
-    messages = await storage.client.xrange(wire.log_key(model), count=count)
+    messages = await storage.client.xrange(redis_keys.log_key(model), count=count)
     return [LogEntry(i.decode(), fields) for i, fields in messages]
 
 
@@ -50,10 +50,10 @@ async def leftovers(storage: Storage, model: str) -> list[str]:
     if isinstance(storage, LocalStorage):
         found = [storage.root / "models" / model, *(storage.root / "trash").glob(f"{model}.*")]
         return sorted(str(p) for p in found if p.exists())
-    pattern = f"{wire.KEY_PREFIX}:{{{model}}}:*"
+    pattern = f"{redis_keys.KEY_PREFIX}:{{{model}}}:*"
     client = storage.client
     if hasattr(client, "get_node_from_key"):  # a cluster: the model's keys share one node
-        node = client.get_node_from_key(wire.log_key(model))
+        node = client.get_node_from_key(redis_keys.log_key(model))
         keys = await client.execute_command("KEYS", pattern, target_nodes=node)
     else:
         keys = await client.keys(pattern)

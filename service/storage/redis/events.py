@@ -7,7 +7,7 @@ ones (``featurebudget:jobs``), a model created or deleted every process
 
 from __future__ import annotations
 
-from service import wire
+from service.storage import redis_keys
 from service.storage.redis.scripts import text
 
 
@@ -15,28 +15,28 @@ class EventsMixin:
     """The pub/sub half of :class:`~service.storage.redis.RedisStorage`."""
 
     async def version_events(self):
-        async for message in self._names(wire.VERSIONS_CHANNEL):
+        async for message in self._names(redis_keys.VERSIONS_CHANNEL):
             model, _, version = message.rpartition(" ")  # "<model> <version>"
             if model and version.isdigit():
                 yield model, int(version)
 
     async def notify_job(self, model: str) -> None:
-        await self.client.publish(wire.JOBS_CHANNEL, model)
+        await self.client.publish(redis_keys.JOBS_CHANNEL, model)
 
     def job_events(self):
-        return self._names(wire.JOBS_CHANNEL)
+        return self._names(redis_keys.JOBS_CHANNEL)
 
     async def notify_models(self, model: str) -> None:
-        await self.client.publish(wire.MODELS_CHANNEL, model)
+        await self.client.publish(redis_keys.MODELS_CHANNEL, model)
 
     def model_events(self):
-        return self._names(wire.MODELS_CHANNEL)
+        return self._names(redis_keys.MODELS_CHANNEL)
 
     async def request_snapshot(self, model: str) -> None:
-        await self.client.publish(wire.SNAPSHOTS_CHANNEL, model)
+        await self.client.publish(redis_keys.SNAPSHOTS_CHANNEL, model)
 
     def snapshot_requests(self):
-        return self._names(wire.SNAPSHOTS_CHANNEL)
+        return self._names(redis_keys.SNAPSHOTS_CHANNEL)
 
     async def _names(self, channel: str):
         """The messages published on ``channel`` (text)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from service import wire
+from service.storage import redis_keys
 from service.storage.redis.scripts import text
 
 
@@ -21,26 +21,26 @@ class LeasesMixin:
     async def acquire_lease(self, model: str, owner: str, ttl_seconds: float, *,
                             renew_only: bool = False) -> bool:
         ttl_ms = int(ttl_seconds * 1000)
-        if await self._renew(keys=[wire.lease_key(model)], args=[owner, ttl_ms]):
+        if await self._renew(keys=[redis_keys.lease_key(model)], args=[owner, ttl_ms]):
             return True
         if renew_only:
             return False
-        return bool(await self.client.set(wire.lease_key(model), owner, nx=True, px=ttl_ms))
+        return bool(await self.client.set(redis_keys.lease_key(model), owner, nx=True, px=ttl_ms))
 
     async def release_lease(self, model: str, owner: str) -> None:
-        await self._release(keys=[wire.lease_key(model), wire.heartbeat_key(model)],
+        await self._release(keys=[redis_keys.lease_key(model), redis_keys.heartbeat_key(model)],
                             args=[owner])  # a clean hand-over: no stale heartbeat
 
     async def publish_applied(self, model: str, log_id: str) -> None:
-        await self.client.set(wire.applied_key(model), log_id)
+        await self.client.set(redis_keys.applied_key(model), log_id)
 
     async def heartbeat(self, model: str, owner: str) -> None:
-        await self.client.set(wire.heartbeat_key(model), f"{time.time()!r} {owner}")
+        await self.client.set(redis_keys.heartbeat_key(model), f"{time.time()!r} {owner}")
 
     async def heartbeats(self, models: list[str]) -> dict[str, tuple[float, str]]:
         if not models:
             return {}
-        keys = [wire.heartbeat_key(m) for m in models]
+        keys = [redis_keys.heartbeat_key(m) for m in models]
         values = await self.topology.mget(keys)
         now, out = time.time(), {}
         for model, value in zip(models, values, strict=True):
@@ -50,12 +50,12 @@ class LeasesMixin:
         return out
 
     async def applied_position(self, model: str) -> str | None:
-        value = await self.client.get(wire.applied_key(model))
+        value = await self.client.get(redis_keys.applied_key(model))
         return text(value) if value else None
 
     async def members(self, role: str, process_id: str, *, joined: float,
                       expires: float) -> dict[str, float]:
-        key = wire.members_key(role)
+        key = redis_keys.members_key(role)
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(key, process_id, f"{joined!r} {expires!r}")
         pipe.hgetall(key)
@@ -78,11 +78,11 @@ class LeasesMixin:
         return live
 
     async def leave(self, role: str, process_id: str) -> None:
-        await self.client.hdel(wire.members_key(role), process_id)
+        await self.client.hdel(redis_keys.members_key(role), process_id)
 
     async def live_members(self, role: str, lease_seconds: float) -> list[str]:
         now, live = time.time(), []
-        for member, value in (await self.client.hgetall(wire.members_key(role))).items():
+        for member, value in (await self.client.hgetall(redis_keys.members_key(role))).items():
             try:
                 until = float(text(value).split()[1])
             except (IndexError, ValueError):
@@ -92,7 +92,7 @@ class LeasesMixin:
         return sorted(live)
 
     async def stream_models(self) -> set[str]:
-        head, tail = f"{wire.KEY_PREFIX}:{{", "}:examples"
+        head, tail = f"{redis_keys.KEY_PREFIX}:{{", "}:examples"
         names = set()
         async for key in self.client.scan_iter(match=f"{head}*{tail}", count=1000,
                                                _type="STREAM"):
@@ -101,23 +101,24 @@ class LeasesMixin:
         return names
 
     async def lease_holder(self, model: str) -> str | None:
-        value = await self.client.get(wire.lease_key(model))
+        value = await self.client.get(redis_keys.lease_key(model))
         return text(value) if value else None
 
     async def publish_view(self, model: str, token: str, blob: bytes, *,
                            owner: str | None = None) -> bool:
         done = await self._publish_view(
-            keys=[wire.view_key(model), wire.lease_key(model), wire.applied_key(model)],
+            keys=[redis_keys.view_key(model), redis_keys.lease_key(model),
+                  redis_keys.applied_key(model)],
             args=[owner or "", token, blob])
         return bool(done)
 
     async def fetch_view(self, model: str, known_token: str | None
                          ) -> tuple[str | None, bytes | None]:
-        answer = await self._fetch_view(keys=[wire.view_key(model)], args=[known_token or ""])
+        answer = await self._fetch_view(keys=[redis_keys.view_key(model)], args=[known_token or ""])
         if not answer:
             return None, None
         return text(answer[0]), (answer[1] if len(answer) > 1 else None)
 
     async def view_token(self, model: str) -> str | None:
-        value = await self.client.hget(wire.view_key(model), b"token")
+        value = await self.client.hget(redis_keys.view_key(model), b"token")
         return text(value) if value else None

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from redis.exceptions import ResponseError
 
-from service import wire
 from service.priority import lower_priority
+from service.storage import redis_keys
 from service.storage.base import Appended, LogEntry, LogReader, ModelChangedError, id_key
 from service.storage.redis.raw import xreadgroup_raw
 from service.storage.redis.scripts import always, text
@@ -32,7 +32,7 @@ class RedisReader(LogReader):
     def __init__(self, storage, model: str, consumer: str) -> None:
         self.client = storage.client
         self.storage = storage
-        self.key = wire.log_key(model)
+        self.key = redis_keys.log_key(model)
         self.consumer = consumer
         self.autoclaim_idle_ms = storage.autoclaim_idle_ms
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="featurebudget-read",
@@ -45,12 +45,12 @@ class RedisReader(LogReader):
 
     async def start(self, after_id: str | None) -> None:
         try:
-            await self.client.xgroup_create(self.key, wire.CONSUMER_GROUP, id="0",
+            await self.client.xgroup_create(self.key, redis_keys.CONSUMER_GROUP, id="0",
                                             mkstream=True)
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
-        await self.client.xgroup_setid(self.key, wire.CONSUMER_GROUP, after_id or "0")
+        await self.client.xgroup_setid(self.key, redis_keys.CONSUMER_GROUP, after_id or "0")
 
     async def read(self, count: int, block_ms: int) -> list[LogEntry]:
         wait = self.storage.replicas
@@ -60,7 +60,7 @@ class RedisReader(LogReader):
 
     async def ack(self, ids: list[str]) -> None:
         if ids:
-            await self.client.xack(self.key, wire.CONSUMER_GROUP, *ids)
+            await self.client.xack(self.key, redis_keys.CONSUMER_GROUP, *ids)
 
     async def reclaim(self, applied_id: str | None) -> int:
         """XAUTOCLAIM idle entries; ack those already applied (or deleted)."""
@@ -68,14 +68,14 @@ class RedisReader(LogReader):
         applied = id_key(applied_id)
         while True:
             result = await self.client.xautoclaim(
-                self.key, wire.CONSUMER_GROUP, self.consumer,
+                self.key, redis_keys.CONSUMER_GROUP, self.consumer,
                 min_idle_time=self.autoclaim_idle_ms, start_id=start, count=500)
             start, messages = result[0], result[1]
             deleted = result[2] if len(result) > 2 else []
             done = [text(i) for i, _ in messages if id_key(text(i)) <= applied]
             done += [text(i) for i in deleted]
             if done:
-                await self.client.xack(self.key, wire.CONSUMER_GROUP, *done)
+                await self.client.xack(self.key, redis_keys.CONSUMER_GROUP, *done)
                 acked += len(done)
             if text(start) == "0-0":
                 return acked
@@ -96,7 +96,7 @@ class LogMixin:
 
     async def append(self, model: str, entries: list[dict[bytes, bytes]], *,
                      incarnation: str | None = None) -> list[str]:
-        key = wire.log_key(model)
+        key = redis_keys.log_key(model)
         if incarnation is not None:  # one script: the config checked, then the entries
             spec_key, field = self.catalog.spec_location(model)
             args: list = [field, incarnation]
@@ -131,8 +131,8 @@ class LogMixin:
                       "" if examples is None else int(examples)]
         for entry in entries:
             args += [entry.get(b"fmt", b"bin"), entry[b"data"], entry.get(b"names", b"")]
-        keys = [wire.idempotency_key(model), wire.idempotency_times_key(model),
-                wire.log_key(model)]
+        keys = [redis_keys.idempotency_key(model), redis_keys.idempotency_times_key(model),
+                redis_keys.log_key(model)]
         script = self._append_once
         if incarnation is not None:  # the config checked in the same script
             spec_key, field = self.catalog.spec_location(model)
@@ -146,11 +146,11 @@ class LogMixin:
                         int(count) if count.isdigit() else None)
 
     async def log_end(self, model: str) -> str | None:
-        last = await self.client.xrevrange(wire.log_key(model), count=1)
+        last = await self.client.xrevrange(redis_keys.log_key(model), count=1)
         return text(last[0][0]) if last else None
 
     async def trim(self, model: str, keep_from_id: str) -> None:
-        await self.client.xtrim(wire.log_key(model), minid=keep_from_id, approximate=False)
+        await self.client.xtrim(redis_keys.log_key(model), minid=keep_from_id, approximate=False)
 
     def reader(self, model: str, consumer: str) -> LogReader:
         return RedisReader(self, model, consumer)
@@ -160,11 +160,11 @@ class LogMixin:
                   b"time": repr(time.time()).encode(),
                   b"fmt": bytes(entry.fields.get(b"fmt", b"")),
                   b"data": bytes(entry.fields.get(b"data", b"")[:65536])}
-        await self.client.xadd(wire.deadletter_key(model), fields,
+        await self.client.xadd(redis_keys.deadletter_key(model), fields,
                                maxlen=self.deadletter_maxlen, approximate=True)
 
     async def read_deadletters(self, model: str, count: int = 100) -> list[dict]:
-        messages = await self.client.xrevrange(wire.deadletter_key(model), count=count)
+        messages = await self.client.xrevrange(redis_keys.deadletter_key(model), count=count)
         return [{"id": text(fields.get(b"source_id", b"")),
                  "reason": text(fields.get(b"reason", b"")),
                  "fmt": text(fields.get(b"fmt", b""))} for _, fields in reversed(messages)]

@@ -15,8 +15,8 @@ import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from service import wire
 from service.errors import NotReplicatedError
+from service.storage import redis_keys
 
 SUPPORTED = "redis-py >= 5.0, < 9 (pyproject.toml)"
 
@@ -131,7 +131,7 @@ def xreadgroup_raw(pool: redis.ConnectionPool, key: str, consumer: str, count: i
     connection = pool.get_connection()
     clean, confirmed = False, None
     try:
-        connection.send_command("XREADGROUP", "GROUP", wire.CONSUMER_GROUP, consumer,
+        connection.send_command("XREADGROUP", "GROUP", redis_keys.CONSUMER_GROUP, consumer,
                                 "COUNT", count, "BLOCK", block_ms, "STREAMS", key, ">")
         reply = _RespReply(connection_socket(connection))
         try:

@@ -7,6 +7,47 @@ from __future__ import annotations
 
 from service.storage.redis.lua_chunks import CHUNK_LUA
 
+# Idempotent append (the service's appends and StreamProducer's). KEYS: the model's
+# idempotency hash (key -> ids) and its time index (sorted set), the log. ARGV: now ms,
+# retention ms, the key, how many examples the entries hold ('' = not said), then fmt, data,
+# names ('' = none) per entry. Keys older than the retention are dropped first (a hundred a
+# call); a repeat answers the first append's ids and example count ('' when not known) and
+# appends nothing. The count is kept in the
+# field "<key> n" (a key has no space).
+# A repeat writes its key's value again (the same value): the call is then a write, so a
+# WAIT after it on the same connection confirms the first append too (Redis >= 7.2 ties
+# WAIT to the connection's last write).
+APPEND_ONCE_LUA = """
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1] - ARGV[2], 'LIMIT', 0, 100)
+for _, old in ipairs(expired) do
+  redis.call('HDEL', KEYS[1], old, old .. ' n')
+  redis.call('ZREM', KEYS[2], old)
+end
+local known = redis.call('HGET', KEYS[1], ARGV[3])
+if known then
+  redis.call('HSET', KEYS[1], ARGV[3], known)
+  return {1, known, redis.call('HGET', KEYS[1], ARGV[3] .. ' n') or ''}
+end
+local ids = {}
+for i = 5, #ARGV, 3 do
+  local id
+  if ARGV[i + 2] ~= '' then
+    id = redis.call('XADD', KEYS[3], '*', 'fmt', ARGV[i], 'data', ARGV[i + 1],
+                    'names', ARGV[i + 2])
+  else
+    id = redis.call('XADD', KEYS[3], '*', 'fmt', ARGV[i], 'data', ARGV[i + 1])
+  end
+  table.insert(ids, id)
+end
+local joined = table.concat(ids, ' ')
+redis.call('HSET', KEYS[1], ARGV[3], joined)
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], ARGV[3] .. ' n', ARGV[4])
+end
+redis.call('ZADD', KEYS[2], ARGV[1], ARGV[3])
+return {0, joined, ARGV[4]}
+"""
+
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -116,7 +157,7 @@ redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' ' .. ARGV[1])
 return 1
 """
 
-# Create a model. KEYS: models hash, then the model's fixed keys (wire.model_keys), the
+# Create a model. KEYS: models hash, then the model's fixed keys (redis_keys.model_keys), the
 # artifacts hash last. ARGV: name, spec. Anything left under the model's name (entries XADDed
 # to a stream of a model that did not exist, keys of a deleted model) goes first, in the same
 # step, so a new model never folds another's entries.
@@ -249,11 +290,10 @@ SCRIPTS = {
 
 def register(storage, client) -> None:
     """Each script of :data:`SCRIPTS` (and the idempotent append) as an attribute."""
-    from service import wire
 
     for name, script in SCRIPTS.items():
         setattr(storage, name, client.register_script(script))
-    storage._append_once = client.register_script(wire.APPEND_ONCE_LUA)
+    storage._append_once = client.register_script(APPEND_ONCE_LUA)
     storage._append_once_checked = client.register_script(append_once_checked())
 
 
@@ -262,9 +302,8 @@ def append_once_checked() -> str:
     key holding the config; ARGV as its, then the config's field ('' for a spec key) and
     the incarnation. STALE (and nothing written) unless the config is that incarnation; the
     entries carry the field inc."""
-    from service import wire
 
-    body = wire.APPEND_ONCE_LUA
+    body = APPEND_ONCE_LUA
     loop = "for i = 5, #ARGV, 3 do"
     fields = "'fmt', ARGV[i], 'data', ARGV[i + 1]"
     assert loop in body and body.count(fields) == 2

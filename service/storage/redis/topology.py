@@ -23,7 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from service import wire
+from service.storage import redis_urls
 from service.storage.redis.catalog import ServerCatalog, SlotCatalog
 
 # Connections per pool. redis-py's default of 100 ran out with a hundred models in one
@@ -110,7 +110,7 @@ class Sentinel(Topology):
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self.config = wire.sentinel_url(url)
+        self.config = redis_urls.sentinel_url(url)
         self._sentinels = self._sync_sentinels = None
 
     async def open(self) -> None:
@@ -157,7 +157,7 @@ class Cluster(Topology):
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self.config = wire.cluster_url(url)
+        self.config = redis_urls.cluster_url(url)
         self._node_options: dict = {}
         self._node_clients: dict[str, aioredis.Redis] = {}
         self._raw_pools: dict[str, redis.ConnectionPool] = {}
@@ -252,8 +252,8 @@ class Cluster(Topology):
 
 def make_topology(url: str) -> Topology:
     """The topology ``url`` names (the only place that tells them apart)."""
-    if wire.cluster_url(url) is not None:
+    if redis_urls.cluster_url(url) is not None:
         return Cluster(url)
-    if wire.sentinel_url(url) is not None:
+    if redis_urls.sentinel_url(url) is not None:
         return Sentinel(url)
     return Topology(url)

@@ -12,7 +12,7 @@ import contextlib
 import math
 import uuid
 
-from service import wire
+from service.storage import redis_keys
 from service.storage.redis.lua_chunks import CHUNKS_TAG
 from service.storage.redis.scripts import text
 
@@ -92,15 +92,15 @@ class ValuesMixin:
         try:
             for k in range(n):
                 piece = view[k * size:(k + 1) * size]
-                key = wire.chunk_key(model, chunk_id, k)
+                key = redis_keys.chunk_key(model, chunk_id, k)
                 await self._sized(one, len(piece),
                                   lambda c, key=key, piece=piece: c.set(key, piece, px=ttl_ms))
                 written = k + 1
         except BaseException:
             with contextlib.suppress(Exception):
                 if written:
-                    await self._master_client(wire.chunk_key(model, chunk_id, 0)).delete(
-                        *(wire.chunk_key(model, chunk_id, k) for k in range(written)))
+                    await self._master_client(redis_keys.chunk_key(model, chunk_id, 0)).delete(
+                        *(redis_keys.chunk_key(model, chunk_id, k) for k in range(written)))
             raise
         return f"{chunk_id} {n} {total}"
 
@@ -122,7 +122,7 @@ class ValuesMixin:
             chunk_id, n, total = value[len(CHUNKS_TAG):].decode().split()
             parts = []
             for k in range(int(n)):
-                chunk_key = wire.chunk_key(model, chunk_id, k)
+                chunk_key = redis_keys.chunk_key(model, chunk_id, k)
                 part = await self._sized(one, self.chunk_bytes,
                                          lambda c, chunk_key=chunk_key: c.get(chunk_key))
                 if part is None:
@@ -148,7 +148,7 @@ class ValuesMixin:
             value = blob
         args = [value if a is BLOB else a for a in args]
         done = await self._sized(one, 0 if ref else len(value), lambda c: script(
-            keys=keys, args=[*args, wire.chunk_prefix(model), ref], client=c))
+            keys=keys, args=[*args, redis_keys.chunk_prefix(model), ref], client=c))
         if int(done) < 0:
             raise ChunksExpiredError(f"the chunks of a value of {len(blob):,} bytes of model "
                                      f"{model!r} expired before they were committed")
@@ -159,11 +159,11 @@ class ValuesMixin:
         value that would be refused is not staged."""
         if not owner:
             return True
-        return text(await one.get(wire.lease_key(model)) or b"") == owner
+        return text(await one.get(redis_keys.lease_key(model)) or b"") == owner
 
     async def storage_room(self, model: str) -> int | None:
         """Bytes Redis may still take (``maxmemory`` less ``used_memory`` of the master that
         holds ``model``), None when it has no ``maxmemory``."""
-        info = await self._master_client(wire.snapshot_key(model)).info("memory")
+        info = await self._master_client(redis_keys.snapshot_key(model)).info("memory")
         limit = int(info.get("maxmemory", 0) or 0)
         return None if limit <= 0 else max(0, limit - int(info.get("used_memory", 0)))

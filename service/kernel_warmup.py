@@ -12,7 +12,7 @@ import contextlib
 
 import numpy as np
 
-from service import wire
+from service import fbx1
 
 
 def warm_kernels() -> None:
@@ -31,7 +31,7 @@ def warm_kernels() -> None:
     # entries received in place) buffers alike
     from service.ingest import parse_entry
 
-    samples = [(b"bin", wire.encode_batch(X.indptr, X.indices, X.values,
+    samples = [(b"bin", fbx1.encode_batch(X.indptr, X.indices, X.values,
                                           np.array([1], dtype=np.int8), value_bytes=width))
                for width in (4, 8)]  # float32 and float64 values
     samples += [(b"libsvm", b"1 1:1 2:-1\n"),
