@@ -8,7 +8,8 @@ priority (answers are latency-critical, unlike the background work of
 :mod:`service.priority`), with at most ``FEATUREBUDGET_ANSWER_QUEUE`` more waiting; one
 over that is refused at once with 503 and ``Retry-After`` instead of queueing without
 bound. Cost per answer: one thread hand-over (tens of microseconds, but under load the
-hand-back waits for the GIL, up to the 5 ms switch interval) on top of the work.
+hand-back waits for the GIL, up to the 0.5 ms switch interval of
+``FEATUREBUDGET_GIL_SWITCH_INTERVAL_MS``) on top of the work.
 
 Warm answers run inline: a call whose *shape* (the function, the model and the version it
 serves, the computed set or cost cap, the number of examples) last cost at most

@@ -1,4 +1,4 @@
-"""Every Prometheus metric of the service, in one place (DESIGN §5).
+"""Every Prometheus metric of the service, in one place.
 
 With several uvicorn workers, ``featurebudget serve`` sets ``PROMETHEUS_MULTIPROC_DIR``
 before the workers start; ``/metrics`` then aggregates all processes' files
