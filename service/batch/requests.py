@@ -3,7 +3,8 @@
 A request names the feature groups its examples have computed (``computed_groups``), or a
 cost cap (``max_cost``: the groups of the served sequence that fit it), or neither (each
 example's computed set is the groups it carries). ``budget`` is the deprecated alias of
-``max_cost`` (the name the library uses for the cap), accepted for one release; giving
+``max_cost`` (the name the library uses for the cap), accepted for one release (removed in
+0.2.0: docs/changelog.md, whose test fails once the package reaches that version); giving
 both is refused.
 
 An answer has ``answers``: one object per example, in order, with every field of that
@@ -11,7 +12,7 @@ example (its prediction, the groups used, their cost, the expected figures, the 
 group). The top-level fields (``predictions``, ``labels``, ``probabilities`` per example;
 ``groups_used``, ``cost``, ``next_group``, ... single values when every example had the
 same set, else per-example lists) are kept for one release for the clients written
-against them.
+against them (removed in 0.2.0, docs/changelog.md).
 """
 
 from __future__ import annotations
