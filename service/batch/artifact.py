@@ -38,6 +38,7 @@ from algorithms.states import envelope, open_envelope
 from service.batch.checks import MAX_ABS_INPUT, check_json_values
 from service.batch.curves import set_figures
 from service.batch.families import family_of
+from service.batch.jobs import VersionMeta
 from service.batch.layout import BatchLayout
 
 KIND = "featurebudget-artifact"
@@ -90,9 +91,9 @@ def unpack(blob: bytes, family: str, layout: BatchLayout) -> Artifact:
     meta = payload["meta"]
     check_json_values(meta)
     check_meta(meta)
-    if meta.get("family") != family:
-        raise ValueError(f"artifact of a {meta.get('family')!r} model, this model is "
-                         f"{family!r}")
+    info = VersionMeta.from_dict(meta)  # (checked: read typed from here on)
+    if info.family != family:
+        raise ValueError(f"artifact of a {info.family!r} model, this model is {family!r}")
     raw = payload.get("model")
     if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.ndim != 1:
         raise ValueError("artifact has no model member")
@@ -106,8 +107,8 @@ def unpack(blob: bytes, family: str, layout: BatchLayout) -> Artifact:
     adapter.check_fits(model, layout, validation)
     if validation is not None:
         check_statistics(validation)
-    held_out = _held_out(payload, layout, meta.get("task", "regression"))
-    artifact = Artifact(int(meta["version"]), meta, family, model, validation, layout,
+    held_out = _held_out(payload, layout, info.task)
+    artifact = Artifact(int(info.version), meta, family, model, validation, layout,
                         held_out=held_out)
     adapter.check_artifact(artifact)
     return artifact
@@ -185,7 +186,7 @@ class Artifact:
         self.model = model
         self.validation = validation
         self.layout = layout
-        self.task = meta.get("task", "regression")
+        self.task = VersionMeta.from_dict(meta).task
         self.held_out = held_out
         self._ev_cache: OrderedDict = OrderedDict()
         self._cache_size = cache_size
@@ -281,6 +282,13 @@ class Artifact:
             return self.labels(scores, out)  # (a temperature of 0 leaves it measured)
         return self.labels(logits, out)
 
+    @property
+    def info(self) -> VersionMeta:
+        """The version's metadata, typed (:class:`~service.batch.jobs.VersionMeta`) from
+        ``meta``, the stored dict (which the families read and a rollback copies); O(members)
+        per call."""
+        return VersionMeta.from_dict(self.meta)
+
     def expected_ev(self, S: list[int]) -> tuple[float, str]:
         """Statistics families: explained variance of exactly ``S`` (validation if held
         out), cached."""
@@ -312,7 +320,8 @@ class Artifact:
 
     def sequence(self) -> dict[str, Any]:
         """The trained sequence with cost, cumulative cost and the per-prefix figures."""
-        layout, metrics = self.layout, self.meta["metrics"]
+        info = self.info
+        layout, metrics = self.layout, info.metrics
         order = self.adapter.order(self)
         cumulative = np.cumsum([0.0] + [float(layout.costs[g]) for g in order])
         prefixes = []
@@ -325,8 +334,8 @@ class Artifact:
             row.update(self.adapter.sequence_figures(self, S, j, metrics))
             prefixes.append(row)
         specialists = metrics.get("specialists")  # (auto: the sets with a specialist)
-        return {"version": self.version, "created_at": self.meta.get("created_at"),
-                "algorithm": self.meta.get("algorithm"), "prefixes": prefixes,
+        return {"version": self.version, "created_at": info.created_at,
+                "algorithm": info.algorithm, "prefixes": prefixes,
                 **({"specialists": specialists} if specialists else {})}
 
     def order(self) -> list[int]:

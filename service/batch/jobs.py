@@ -122,23 +122,39 @@ class Job:
 
 @dataclasses.dataclass
 class VersionMeta:
-    """What a published version says of itself (stored beside its artifact and inside it)."""
+    """What a published version says of itself (stored beside its artifact and inside it).
 
-    version: int
-    created_at: float
-    family: str
-    algorithm: str
-    task: str
-    params: dict[str, Any]
-    estimator: str | None  # nvsd: "relaxed" or "plain"
-    job: str | None
-    examples_used: int | None
-    validation_examples: int | None
-    trained_through: str | None
-    metrics: dict[str, Any]
+    A retrain writes every member; :meth:`from_dict` reads what any version of the service
+    stored: a member it lacks takes its default here (None; ``task`` "regression",
+    ``metrics`` empty), members not known here are kept in ``extra`` (``restored_from``,
+    ``published_by``, ...). :meth:`to_dict` writes ``extra`` first, then the members."""
+
+    version: int | None = None  # (stored always: check_meta refuses a version without)
+    created_at: float | None = None
+    family: str | None = None
+    algorithm: str | None = None
+    task: str | None = "regression"
+    params: dict[str, Any] | None = None
+    estimator: str | None = None  # nvsd: "relaxed" or "plain"
+    job: str | None = None
+    examples_used: int | None = None
+    validation_examples: int | None = None
+    trained_through: str | None = None
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # members not known here
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> VersionMeta:
+        """The typed view of a stored version's metadata (checked first by
+        :func:`service.batch.artifact.check_meta`); O(members)."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        return cls(**{k: v for k, v in raw.items() if k in known},
+                   extra={k: v for k, v in raw.items() if k not in known})
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)  # (copies: params and metrics are not shared)
+        extra = out.pop("extra")
+        return {**extra, **out}
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.to_dict()).encode()

@@ -252,8 +252,8 @@ class BatchModels:
             "groups": [g.model_dump() for g in spec.groups], "n_features": spec.dimension,
             "libsvm_zero_based": spec.libsvm_zero_based,
             "version": None if served is None else served.version,
-            "version_created_at": None if served is None else served.meta.get("created_at"),
-            "trained_through": None if served is None else served.meta.get("trained_through"),
+            "version_created_at": None if served is None else served.info.created_at,
+            "trained_through": None if served is None else served.info.trained_through,
             "examples_applied": status["examples"],
             "train_examples": status["train_examples"],
             "validation_examples": status["validation_examples"],
@@ -262,8 +262,8 @@ class BatchModels:
             "serving_error": host.load_error,
             "acquisition": None if served is None else
             policy_summary.describe(served, start=False),
-            **({} if served is None or "specialists" not in served.meta.get("metrics", {})
-               else {"specialists": served.meta["metrics"]["specialists"]})}
+            **({} if served is None or "specialists" not in served.info.metrics
+               else {"specialists": served.info.metrics["specialists"]})}
 
     # ------------------------------------------------------------------ jobs
     async def retrain(self, host: BatchHost) -> dict[str, Any]:
