@@ -4,6 +4,7 @@
     python benchmarks/acquisition_quality.py --quick            # smoke run: 2 small sets, 1 seed
     python benchmarks/acquisition_quality.py --datasets cube-nm,diabetes --seeds 2 --out /tmp/a.json
     python benchmarks/acquisition_quality.py --datasets none --spambase /path/to/spambase.csv
+    python benchmarks/acquisition_quality.py --no-spambase         # the synthetic and bundled sets
 
 Protocol (after Aronsson et al., AFABench, 2025): each data set is split 60/20/20 (seeded)
 into training rows (the predictor's fit), a held-out window (the policies' neighbours and
@@ -15,9 +16,8 @@ acquired. Caps: ``CAP_FRACTIONS`` of the total cost; the exchange-rate sweep
 gives further points for the per-example policies.
 
 Predictor (the same for every policy): the project's GBFS with its defaults
-(``feature_groups``, ``group_costs``) for binary and regression sets; for the 8-class CUBE
-sets (GBFS is binary) a LightGBM multi-class booster on the training rows and four copies
-with each group NaN with probability 1/2 (``MaskedBooster``).
+(``feature_groups``, ``group_costs``): logistic loss for binary sets, squared for
+regression, softmax (K trees a round, ``p = softmax(H)``) for the 8-class CUBE sets.
 
 Policies: ``ours`` (``ConditionedAcquisition``, gated, falling back to the per-set rule),
 ``aaco`` (the same without the gate: always per-example), ``greedy-knn``
@@ -41,9 +41,16 @@ Spambase (``--spambase``, the Spambase CSV from UCI): the protocol of Covert et 
 features mean-centred, rows shuffled by ``numpy.random.default_rng(0)``, the first 20 %
 test, the next 20 % the held-out window, the rest training; each feature its own group at
 cost 1; AUROC and accuracy after k acquisitions (a hard cap of k, no exchange rate, so
-every policy spends it), next to their published table. The pool of the exact search is
-the per-set rule's first ``MAX_GROUPS`` choices; after them (and wherever the plan is the
-computed set itself) the policies follow the per-set rule's order.
+every policy spends it), next to their published table. Policies: ``per-set`` (the
+project's rule over GBFS, answered by GBFS, as on the other sets); ``auto`` as a user fits
+it for small budgets: ``forward_specialist_sets`` (``SPAMBASE_STEPS`` groups, each ranked
+by a refit on exactly the candidate set, on ``SPAMBASE_FOLDS`` folds of the training and
+held-out rows, for the ``SPAMBASE_SHORTLIST`` best on the held-out rows alone), its
+prefixes as ``PerSetChoice(specialist_sets=...)`` fitted on the training rows with the
+held-out window as validation; the k-th prefix of its sequence, answered by it; ``ours``,
+``aaco``, ``greedy-knn``: the per-example policies over the same ``auto``
+(``set_predictor``), their pool its first ``MAX_GROUPS`` groups, after them (and
+wherever the plan is the computed set itself) its order.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ from algorithms.acquisition import (  # noqa: E402
     LossTable,
     best_superset,
     masked_predictor,
+    set_predictor,
 )
 from algorithms.datasets.acquisition_synthetic import (  # noqa: E402
     make_cube,
@@ -82,7 +90,8 @@ from algorithms.datasets.grouped_synthetic import (  # noqa: E402
     make_regime_groups,
 )
 from algorithms.gbfs import GBFS  # noqa: E402
-from algorithms.per_set import SetFigures  # noqa: E402
+from algorithms.per_set import PerSetChoice, SetFigures  # noqa: E402
+from algorithms.per_set.forward import forward_specialist_sets  # noqa: E402
 from benchmarks._report import machine, table  # noqa: E402
 from benchmarks.budget_quality import (  # noqa: E402
     load_breast_cancer_task,
@@ -101,6 +110,9 @@ GDFS_AUROC = (82.74, 88.83, 92.62, 95.25, 95.76, 96.27, 96.36, 96.61, 96.66, 96.
               97.95, 97.97)
 GDFS_ACCURACY = (78.48, 82.28, 85.76, 90.54, 90.87, 91.20, 90.98, 91.85, 92.50, 92.17,
                  93.37, 93.26, 93.80)
+SPAMBASE_STEPS = 6        # auto's forward path over specialists (Spambase)
+SPAMBASE_FOLDS = 4        # ... ranked on 4 folds of the training and held-out rows
+SPAMBASE_SHORTLIST = 5    # ... for the 5 best candidates on the held-out rows alone
 DEFAULT_SPAMBASE = ROOT.parent / "shared" / "data" / "spambase.csv"
 LGB_PARAMS = {"learning_rate": 0.1, "num_leaves": 15, "min_data_in_leaf": 10,
               "num_threads": 1, "verbose": -1, "deterministic": True, "force_col_wise": True}
@@ -134,7 +146,7 @@ def _generated(kind: str, source: str, made) -> Data:
     return Data(X, y, kind, groups, costs, names, source)
 
 
-CUBE_ROWS = 1500          # the CUBE sets' rows at most: the 8-class booster's predictions
+CUBE_ROWS = 1500          # the CUBE sets' rows at most: the 8-class predictor's table
 DATASETS: dict[str, Callable[[int, int], Data]] = {
     "cube-nm": lambda n, s: _generated("binary", f"make_cube_nm({n})", make_cube_nm(n, seed=s)),
     "syn1": lambda n, s: _generated("binary", f"make_switch(1, {n})", make_switch(1, n, seed=s)),
@@ -157,44 +169,14 @@ QUICK_DATASETS = ("cube-nm", "diabetes")
 
 
 # ----------------------------------------------------------------------------- predictors
-class MaskedBooster:
-    """LightGBM multi-class on the training rows and ``copies`` copies in which every group
-    is NaN with probability 1/2; NaN is missing when predicting. ``predict_proba`` (n, K)."""
-
-    def __init__(self, groups, n_classes: int, seed: int, copies: int = 4,
-                 rounds: int = 60) -> None:
-        self.groups, self.n_classes, self.seed = groups, n_classes, seed
-        self.copies, self.rounds = copies, rounds
-
-    def fit(self, X: np.ndarray, y: np.ndarray) -> MaskedBooster:
-        rng = np.random.default_rng(self.seed)
-        stacked, labels = [X], [y]
-        for _ in range(self.copies):
-            Z = X.copy()
-            for g in self.groups:
-                drop = rng.random(X.shape[0]) < 0.5
-                Z[np.ix_(drop, g)] = np.nan
-            stacked.append(Z)
-            labels.append(y)
-        params = dict(LGB_PARAMS, objective="multiclass", num_class=self.n_classes,
-                      seed=self.seed, learning_rate=0.2)
-        self.booster = lgb.train(params, lgb.Dataset(np.vstack(stacked), np.concatenate(labels)),
-                                 num_boost_round=self.rounds)
-        return self
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        return self.booster.predict(X)
-
-
 def fit_predictor(data: Data, Xtr: np.ndarray, ytr: np.ndarray, seed: int):
     """``(predict, scorer)``: the masked-row predictor and, for GBFS, its per-set scorer."""
-    if data.kind == "multiclass":
-        model = MaskedBooster(data.groups, int(data.y.max()) + 1, seed).fit(Xtr, ytr)
-        return masked_predictor(model, "classification"), None
-    loss = "squared" if data.kind == "regression" else "logistic"
+    loss = {"regression": "squared", "binary": "logistic", "multiclass": "softmax"}[data.kind]
     model = GBFS(loss=loss, feature_groups=data.groups, group_costs=data.costs,
                  random_state=seed).fit(Xtr, ytr)
     task = "regression" if data.kind == "regression" else "classification"
+    if data.kind == "multiclass":     # SetFigures (the per-set rule's scorer) is binary
+        return masked_predictor(model, task), None
     return masked_predictor(model, task), (
         lambda Z, S: model.decision_function(Z, computed_groups=S))
 
@@ -403,8 +385,11 @@ def run_dataset(name: str, data: Data, seed: int, quick: bool) -> dict[str, Any]
 
 
 # ----------------------------------------------------------------------------- Spambase
-def run_spambase(path: Path) -> dict[str, Any]:
-    """GDFS's Spambase protocol (module docstring): AUROC and accuracy (%) at each k."""
+SPAMBASE_POLICIES = ("per-set", "auto", "ours", "aaco", "greedy-knn")
+
+
+def load_spambase(path: Path) -> tuple[Data, np.ndarray, np.ndarray, np.ndarray]:
+    """Spambase as GDFS's protocol has it (module docstring): ``(data, train, val, test)``."""
     raw = np.genfromtxt(path, delimiter=",", skip_header=1)
     X, y = raw[:, :-1] - raw[:, :-1].mean(axis=0), raw[:, -1]
     index = np.arange(y.size)
@@ -413,18 +398,43 @@ def run_spambase(path: Path) -> dict[str, Any]:
     test, val, train = index[:n_test], index[n_test:2 * n_test], index[2 * n_test:]
     data = Data(X, y, "binary", [[f] for f in range(X.shape[1])], np.ones(X.shape[1]),
                 [f"feature {f}" for f in range(X.shape[1])], str(path.name))
+    return data, train, val, test
+
+
+def fit_auto(data: Data, Xtr, ytr, Xva, yva, steps: int, folds: int | None):
+    """``auto`` as a user fits it for small budgets: the forward path over specialists
+    (``forward_specialist_sets``, ``steps`` long, ranked on ``folds`` folds of the training
+    and held-out rows for a shortlist), its prefixes as ``PerSetChoice``'s ``specialist_sets``."""
+    path = forward_specialist_sets(Xtr, ytr, Xva, yva, groups=data.groups, costs=data.costs,
+                                   task="classification", steps=steps, folds=folds,
+                                   shortlist=SPAMBASE_SHORTLIST)
+    auto = PerSetChoice(task="classification", groups=data.groups, costs=data.costs,
+                        specialist_sets=[list(S) for S in path.sets],
+                        max_specialists=len(path.sets)).fit(Xtr, ytr, X_val=Xva, y_val=yva)
+    return path, auto
+
+
+def run_spambase(path: Path, steps: int = SPAMBASE_STEPS,
+                 folds: int | None = SPAMBASE_FOLDS) -> dict[str, Any]:
+    """GDFS's Spambase protocol (module docstring): AUROC and accuracy (%) at each k."""
+    data, train, val, test = load_spambase(path)
+    X, y = data.X, data.y
     started = time.perf_counter()
     predict, scorer = fit_predictor(data, X[train], y[train], 0)
     fit_seconds = time.perf_counter() - started
     rule = per_set_rule(data, scorer, X[val], y[val])
-    order: list[int] = []
-    while len(order) < max(SPAMBASE_K):          # the per-set rule's own path from {}
-        order.append(rule(tuple(sorted(order)), None))
-    order += [g for g in range(X.shape[1]) if g not in order]
+    gbfs_order = _order(lambda S: rule(S, None), max(SPAMBASE_K))
+    started = time.perf_counter()
+    forward, auto = fit_auto(data, X[train], y[train], X[val], y[val], steps, folds)
+    auto_seconds = time.perf_counter() - started
+    auto_predict = set_predictor(auto, data.groups, "classification")
+    order = [int(g) for g in auto.sequence_]
+    print(f"spambase: forward path {list(forward.order)}, auto's sequence {order[:10]} "
+          f"({auto_seconds:.0f} s)", flush=True)
 
     def fallback(S, max_cost):
-        """The per-set rule's order: its own choice on its path, the next group of that
-        path not yet computed elsewhere (each feature costs 1)."""
+        """``auto``'s per-set order: the next group of its sequence not yet computed
+        (each feature costs 1)."""
         have = set(S)
         room = len(order) if max_cost is None else max_cost - len(have)
         return next((g for g in order if g not in have), None) if room >= 1 else None
@@ -433,36 +443,51 @@ def run_spambase(path: Path) -> dict[str, Any]:
     common = {"groups": data.groups, "costs": data.costs, "loss": "log", "pool": pool,
               "fallback": fallback}
     started = time.perf_counter()
-    ours = ConditionedAcquisition(max_groups=MAX_GROUPS).fit(predict, X[val], y[val], **common)
+    ours = ConditionedAcquisition(max_groups=MAX_GROUPS).fit(auto_predict, X[val], y[val],
+                                                              **common)
     policy_seconds = time.perf_counter() - started
     aaco = ConditionedAcquisition(max_groups=MAX_GROUPS, gate=False).fit(
-        predict, X[val], y[val], **common, table=ours.table_)
-    greedy = GreedyNeighbours(max_groups=MAX_GROUPS).fit(predict, X[val], y[val],
+        auto_predict, X[val], y[val], **common, table=ours.table_)
+    greedy = GreedyNeighbours(max_groups=MAX_GROUPS).fit(auto_predict, X[val], y[val],
                                                          **common, table=ours.table_)
     Xte, yte = X[test], y[test]
     rows = []
     for j, k in enumerate(SPAMBASE_K):
         row: dict[str, Any] = {"k": k, "gdfs_auroc": GDFS_AUROC[j],
                                "gdfs_accuracy": GDFS_ACCURACY[j]}
-        for name, model in (("per-set", None), ("ours", ours), ("aaco", aaco),
-                            ("greedy-knn", greedy)):
-            if model is None:
-                path_ = tuple(sorted(ours.episode(Xte[0], max_cost=k, per_example=False,
-                                                  fallback=fallback)))
-                sets = [path_] * yte.size
+        for name in SPAMBASE_POLICIES:
+            if name == "per-set":     # the project's rule over GBFS, answered by GBFS
+                sets, answer = [tuple(sorted(gbfs_order[:k]))] * yte.size, predict
+            elif name == "auto":      # auto's own sequence, answered by auto
+                sets, answer = [tuple(sorted(order[:k]))] * yte.size, auto_predict
             else:
+                model = {"ours": ours, "aaco": aaco, "greedy-knn": greedy}[name]
                 sets = [tuple(sorted(model.episode(x, max_cost=k))) for x in Xte]
-            out = metrics(data, yte, predict(masked_rows(data, Xte, sets)))
+                answer = auto_predict
+            out = metrics(data, yte, answer(masked_rows(data, Xte, sets)))
             row[f"{name}_auroc"] = round(100 * out["auroc"], 2)
             row[f"{name}_accuracy"] = round(100 * out["accuracy"], 2)
         rows.append(row)
         print(f"spambase k={k}: " + ", ".join(f"{key} {value}" for key, value in row.items()
                                               if key != "k"), flush=True)
     return {"rows": rows, "gate": ours.gate_, "order": order[:max(SPAMBASE_K)],
-            "fit_seconds": fit_seconds,
+            "gbfs_order": gbfs_order[:max(SPAMBASE_K)],
+            "forward": {"steps": steps, "folds": folds, "shortlist": SPAMBASE_SHORTLIST,
+                        "order": list(forward.order),
+                        "figures": list(forward.figures)},
+            "auto_answerers": auto.sequence_half_[:max(SPAMBASE_K) + 1],
+            "fit_seconds": fit_seconds, "auto_fit_seconds": auto_seconds,
             "policy_fit_seconds": policy_seconds, "split": {"train": int(train.size),
                                                             "val": int(val.size),
                                                             "test": int(test.size)}}
+
+
+def _order(choose: Callable[[tuple[int, ...]], int | None], steps: int) -> list[int]:
+    """The per-set path of ``choose`` from the empty set, ``steps`` groups long."""
+    order: list[int] = []
+    while len(order) < steps and (g := choose(tuple(sorted(order)))) is not None:
+        order.append(int(g))
+    return order
 
 
 # ---------------------------------------------------------------------------- aggregates
@@ -521,8 +546,8 @@ def report(aggregates: dict[str, Any], spambase: dict[str, Any] | None) -> str:
                         "at 25 / 50 / 100 %", "cost to 99 %", "gate on"],
                  "Area under metric vs mean cost (mean ± se over seeds)")
     if spambase:
-        columns = ["k", "gdfs_auroc", "per-set_auroc", "ours_auroc", "aaco_auroc",
-                   "gdfs_accuracy", "per-set_accuracy", "ours_accuracy", "aaco_accuracy"]
+        columns = ["k", "gdfs_auroc", *(f"{p}_auroc" for p in SPAMBASE_POLICIES),
+                   "gdfs_accuracy", *(f"{p}_accuracy" for p in SPAMBASE_POLICIES)]
         text += "\n" + table(spambase["rows"], columns, "Spambase, GDFS's protocol (%)")
     return text
 
@@ -536,6 +561,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spambase", type=Path, help="the Spambase CSV (UCI); default: "
                         "the data folder next to the repository, skipped by --quick")
     parser.add_argument("--no-spambase", action="store_true", help="skip Spambase")
+    parser.add_argument("--spambase-steps", type=int, default=SPAMBASE_STEPS,
+                        help="auto's forward path over specialists on Spambase")
+    parser.add_argument("--spambase-folds", type=int, default=SPAMBASE_FOLDS,
+                        help="folds ranking that path (0: the held-out rows alone)")
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "acquisition_quality.json")
     args = parser.parse_args(argv)
@@ -575,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
         args.spambase or (None if args.quick else DEFAULT_SPAMBASE)
     if spambase_path is not None:
         if spambase_path.exists():
-            spambase = run_spambase(spambase_path)
+            spambase = run_spambase(spambase_path, args.spambase_steps,
+                                    args.spambase_folds or None)
         else:
             print(f"no Spambase CSV at {spambase_path}: skipped", flush=True)
     print(write())
