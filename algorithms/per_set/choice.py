@@ -9,11 +9,12 @@ a set ``S`` is answered by the half with the better validation figure *for exact
 explained variance (regression) or cross-fitted log-loss of the Platt-calibrated
 probabilities (classification). Optionally, for a few named sets (``specialist_sets``), a
 model trained on exactly that set's features (:mod:`algorithms.per_set.specialists`) is a
-third candidate for that set alone. The GBFS half replaces the anytime half, and a
-specialist the better half, only when its figure is better by more than ``choice_margin``
-standard errors of the mean paired difference of the validation rows' losses (the
-one-standard-error rule; trees early-stop on those same rows, so their figure is optimistic
-by about that much on a few hundred rows). The combined figure of a set is its chosen
+third candidate for that set alone. Trees (the GBFS half, a specialist's trees) replace a
+linear answer (the anytime half, a specialist's linear candidate) only when their figure
+is better by more than ``choice_margin`` standard errors of the mean paired difference of
+the validation rows' losses (the one-standard-error rule: the trees early-stopped on those
+same rows, so their figure is optimistic by about that much on a few hundred rows; the
+linear answers have no such optimism to correct). The combined figure of a set is its chosen
 answerer's; ``next_group`` and the greedy ``sequence_`` maximize its gain per unit cost.
 GBFS (its half and the specialists' trees) early-stops on those validation rows, as a
 practitioner early-stops a booster on a validation split (the per-set refit a
@@ -94,9 +95,10 @@ class PerSetChoice(RegressorMixin, BatchModel):
         order; None (the default): none
     max_specialists : at most this many of ``specialist_sets`` are fitted (default 8)
     choice_margin : standard errors (of the mean paired difference of the validation
-        rows' losses) by which the GBFS half must beat the anytime half, a specialist the
-        better half, and a specialist's trees its linear candidate (default 1.0; 0: any
-        gain wins, the rule of states written before the margin existed)
+        rows' losses) by which trees must beat a linear answer: the GBFS half the anytime
+        half, a tree specialist the anytime half, a specialist's trees its linear candidate
+        (default 1.0; 0: any gain wins, the rule of states written before the margin
+        existed)
 
     ``fit(X, y)`` without validation rows holds out a fixed 20 % of the rows (a
     permutation seeded by ``random_state``) for validation and fits both halves on the
@@ -417,8 +419,11 @@ class PerSetChoice(RegressorMixin, BatchModel):
         """"anytime", "gbfs" or "specialist": the one with the better validation figure for
         exactly the set (None: every group); "gbfs" only when its figure exceeds the anytime
         half's by more than ``TIE_TOLERANCE`` (ties go to the anytime half, cheaper to
-        serve), "specialist" (a set with one) only when it beats the better half's by more
-        than ``choice_margin`` standard errors (:meth:`_specialist_beats`)."""
+        serve), "specialist" (a set with one) only when its figure is better than the
+        better half's. Trees (the GBFS half, a specialist's trees) that challenge a linear
+        answer (the anytime half) must win by more than ``choice_margin`` standard errors
+        (:meth:`_beats`): they early-stopped on the rows that compare them; between two
+        early-stopped tree models, or for a linear specialist, any gain wins."""
         S = self._key(computed_groups)
         anytime = self.anytime_figures_.figure(S)
         gbfs = self.gbfs_figures_.figure(S)
@@ -427,7 +432,8 @@ class PerSetChoice(RegressorMixin, BatchModel):
             half, best = "gbfs", gbfs
         if S in self.specialists_ and \
                 self.specialist_figures_.figure(S) > best + TIE_TOLERANCE and \
-                self._beats(S, "specialist", half):
+                (half == "gbfs" or self.specialists_[S].kind != "gbfs" or
+                 self._beats(S, "specialist", half)):
             return "specialist"
         return half
 
