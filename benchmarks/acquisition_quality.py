@@ -5,6 +5,8 @@
     python benchmarks/acquisition_quality.py --datasets cube-nm,diabetes --seeds 2 --out /tmp/a.json
     python benchmarks/acquisition_quality.py --datasets none --spambase /path/to/spambase.csv
     python benchmarks/acquisition_quality.py --no-spambase         # the synthetic and bundled sets
+    python benchmarks/acquisition_quality.py --datasets friedman1 --no-spambase --merge
+                                        # rerun one set into the JSON, keeping the others
 
 Protocol (after Aronsson et al., AFABench, 2025): each data set is split 60/20/20 (seeded)
 into training rows (the predictor's fit), a held-out window (the policies' neighbours and
@@ -98,6 +100,7 @@ from benchmarks.budget_quality import (  # noqa: E402
     load_breast_cancer_task,
     load_diabetes_task,
     load_digits_task,
+    load_friedman_task,
 )
 
 CAP_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
@@ -139,9 +142,10 @@ def _from_task(task) -> Data:
                 task.group_names, task.source)
 
 
-def _grouped(made, source: str) -> Data:
-    """A binary ``GroupedDataset`` of ``algorithms.datasets.grouped_synthetic``."""
-    return Data(made.X, made.y, "binary", [g.tolist() for g in made.groups], made.costs,
+def _grouped(made, source: str, kind: str = "binary") -> Data:
+    """A ``GroupedDataset`` of ``algorithms.datasets.grouped_synthetic`` (``kind``: "binary"
+    or "regression")."""
+    return Data(made.X, made.y, kind, [g.tolist() for g in made.groups], made.costs,
                 list(made.names) or [f"group {g}" for g in range(len(made.groups))], source)
 
 
@@ -163,6 +167,13 @@ DATASETS: dict[str, Callable[[int, int], Data]] = {
     "breast-cancer": lambda n, s: _from_task(load_breast_cancer_task(False)),
     "digits-parity": lambda n, s: _from_task(load_digits_task(False)),
     "diabetes": lambda n, s: _from_task(load_diabetes_task(False)),
+    "friedman1": lambda n, s: _from_task(load_friedman_task(False)),
+    "regime-regression": lambda n, s: _grouped(make_regime_groups(n, "regression", seed=s),
+                                               f"make_regime_groups({n}, 'regression')",
+                                               "regression"),
+    "latent-regression": lambda n, s: _grouped(make_latent_groups(n, "regression", seed=s),
+                                               f"make_latent_groups({n}, 'regression')",
+                                               "regression"),
     "cube": lambda n, s: _generated("multiclass", f"make_cube({min(n, CUBE_ROWS)})",
                                     make_cube(min(n, CUBE_ROWS), seed=s)),
     "cube-nonuniform": lambda n, s: _generated(
@@ -527,6 +538,47 @@ def aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+MERGE_KEYS = ("quick", "seeds", "n", "cap_fractions", "lambda_scales", "cegb_scales",
+              "max_groups", "policies")
+
+
+def merge_payload(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A partial run ``new`` merged into an earlier payload ``old`` (``--merge``).
+
+    The sets with results in ``new`` replace theirs in ``old``; every other set's results,
+    ``old``'s Spambase part (unless ``new`` has one) and its configuration stay; the
+    aggregates are recomputed over the merged results; ``runs`` lists each run's sets and
+    machine. Raises ``ValueError`` when the two configurations differ in a key of
+    ``MERGE_KEYS`` (seeds, rows, caps, ...): their figures would not be comparable.
+    O(results)."""
+    def plain(value):
+        return json.loads(json.dumps(value, default=float))
+
+    differ = [k for k in MERGE_KEYS if plain(old["config"].get(k)) != plain(new["config"].get(k))]
+    if differ:
+        raise ValueError("cannot merge runs whose configurations differ in "
+                         + ", ".join(f"{k} ({old['config'].get(k)} vs {new['config'].get(k)})"
+                                     for k in differ))
+    rerun = [name for name in new["config"]["datasets"]
+             if any(r["dataset"] == name for r in new["results"])]
+    names = list(old["config"]["datasets"])
+    names += [name for name in rerun if name not in names]
+    results = [r for r in old["results"] if r["dataset"] not in rerun] + new["results"]
+    results.sort(key=lambda r: (names.index(r["dataset"]), r["seed"]))
+    described = {**old["datasets"], **new["datasets"]}
+    runs = old.get("runs") or [{"datasets": list(old["config"]["datasets"]),
+                                "spambase": old.get("spambase") is not None,
+                                "machine": old.get("machine")}]
+    runs = [*runs, {"datasets": rerun, "spambase": new.get("spambase") is not None,
+                    "machine": new.get("machine")}]
+    return {**old, "config": {**old["config"], "datasets": names},
+            "datasets": {name: described[name] for name in names if name in described},
+            "results": results, "aggregates": aggregate(results) if results else {},
+            "spambase": new["spambase"] if new.get("spambase") is not None
+            else old.get("spambase"),
+            "runs": runs}
+
+
 def _se(values: np.ndarray) -> float:
     return float(values.std(ddof=1) / np.sqrt(values.size)) if values.size > 1 else 0.0
 
@@ -571,6 +623,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="folds ranking that path (0: the held-out rows alone)")
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "acquisition_quality.json")
+    parser.add_argument("--merge", action="store_true",
+                        help="merge into the existing --out: the sets run here replace "
+                        "theirs, every other set (and Spambase, unless run) stays; the "
+                        "configuration (seeds, n, caps, ...) must match")
     args = parser.parse_args(argv)
     names = list(QUICK_DATASETS if args.quick else DATASETS) if args.datasets is None else \
         [] if args.datasets == "none" else args.datasets.split(",")
@@ -581,6 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.n or (800 if args.quick else 2000)
     results: list[dict[str, Any]] = []
     spambase = None
+    earlier = json.loads(args.out.read_text()) if args.merge and args.out.exists() else None
 
     def write() -> str:
         aggregates = aggregate(results) if results else {}
@@ -591,8 +648,10 @@ def main(argv: list[str] | None = None) -> int:
                    "machine": machine(),
                    "datasets": {name: _describe(DATASETS[name](n, 0)) for name in names},
                    "results": results, "aggregates": aggregates, "spambase": spambase}
+        if earlier is not None:
+            payload = merge_payload(earlier, payload)
         args.out.write_text(json.dumps(payload, indent=1, default=float))
-        return report(aggregates, spambase)
+        return report(payload["aggregates"], payload["spambase"])
 
     for name in names:
         for seed in range(seeds):

@@ -67,3 +67,61 @@ def test_spambase_protocol_on_a_small_csv(tmp_path):
     last = out["rows"][-1]
     assert len({last[f"{p}_auroc"] for p in SPAMBASE_POLICIES if p != "per-set"}) == 1
     assert out["rows"][1]["auto_auroc"] > out["rows"][0]["auto_auroc"] > 60.0
+
+
+def _payload(results, datasets, **config):
+    """A payload shaped as the benchmark writes it (committed results as its rows)."""
+    from benchmarks.acquisition_quality import aggregate
+
+    committed = json.loads((ROOT / "benchmarks" / "acquisition_quality.json").read_text())
+    return {"config": {**committed["config"], "datasets": datasets, **config},
+            "machine": {"cpus": len(datasets)},
+            "datasets": {name: committed["datasets"].get(name, {"kind": "binary"})
+                         for name in datasets},
+            "results": results, "aggregates": aggregate(results),
+            "spambase": None}
+
+
+def test_merge_keeps_the_other_sets_and_replaces_the_rerun_ones():
+    """``--merge``: a partial run replaces its own sets' results, adds new sets, keeps
+    every other set's results and aggregates and the earlier Spambase part, and refuses a
+    run whose configuration (seeds) differs."""
+    import copy
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.acquisition_quality import merge_payload
+
+    committed = json.loads((ROOT / "benchmarks" / "acquisition_quality.json").read_text())
+    by_set = {}
+    for r in committed["results"]:
+        by_set.setdefault(r["dataset"], []).append(r)
+    a, b = sorted(by_set)[:2]
+    old = _payload(by_set[a] + by_set[b], [a, b])
+    old["spambase"] = {"rows": [{"k": 1}]}
+    rerun = copy.deepcopy(by_set[b])
+    for r in rerun:
+        r["policies"]["ours"]["area"] += 0.25
+    added = copy.deepcopy(by_set[a])
+    for r in added:
+        r["dataset"] = "added-set"
+    new = _payload(rerun + added, [b, "added-set", "not-run"])
+    merged = merge_payload(old, new)
+
+    assert merged["config"]["datasets"] == [a, b, "added-set"]
+    assert [(r["dataset"], r["seed"]) for r in merged["results"]] == \
+        [(name, s) for name in (a, b, "added-set") for s in range(len(by_set[a]))]
+    assert merged["aggregates"][a] == old["aggregates"][a]
+    assert merged["aggregates"][b]["ours"]["area"] == pytest.approx(
+        old["aggregates"][b]["ours"]["area"] + 0.25)
+    assert merged["aggregates"][b]["ours"]["vs_per-set"] == pytest.approx(
+        old["aggregates"][b]["ours"]["vs_per-set"] + 0.25)
+    assert merged["aggregates"]["added-set"] == old["aggregates"][a]
+    assert set(merged["datasets"]) == {a, b, "added-set"}
+    assert merged["spambase"] == old["spambase"]
+    assert [run["datasets"] for run in merged["runs"]] == [[a, b], [b, "added-set"]]
+    # a second merge appends to the runs; a Spambase part of the new run replaces the old
+    again = merge_payload(merged, {**_payload(by_set[a], [a]), "spambase": {"rows": []}})
+    assert len(again["runs"]) == 3 and again["spambase"] == {"rows": []}
+    assert again["aggregates"][b] == merged["aggregates"][b]
+    with pytest.raises(ValueError, match="seeds"):
+        merge_payload(old, _payload(rerun, [b], seeds=old["config"]["seeds"] + 1))
