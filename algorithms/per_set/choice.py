@@ -19,7 +19,8 @@ answerer's; ``next_group`` and the greedy ``sequence_`` maximize its gain per un
 GBFS (its half and the specialists' trees) early-stops on those validation rows, as a
 practitioner early-stops a booster on a validation split (the per-set refit a
 practitioner would compare against has the same optimism). Classification trees use
-second-order split gains (``GBFS_CLASSIFICATION``) unless ``gbfs_params`` say otherwise.
+second-order split gains (``GBFS_CLASSIFICATION``); the GBFS half has no feature penalty
+and early-stops with patience 50 (``GBFS_HALF``), unless ``gbfs_params`` say otherwise.
 The protocol is the batch models' (``algorithms.batch``).
 """
 
@@ -69,7 +70,11 @@ VALIDATION_FRACTION = 0.2   # held out by fit() when no validation rows are give
 TIE_TOLERANCE = 1e-12       # figure differences below this are ties (-> the anytime half)
 _ANYTIME_OWN = ("groups", "costs", "method", "budget")
 _GBFS_OWN = ("loss", "feature_groups", "group_costs", "feature_costs")
-GBFS_CLASSIFICATION = {"split_gain": "newton"}   # the GBFS half's defaults (gbfs_params win)
+# the GBFS half's defaults (gbfs_params win): its job is the best answer for each set, which
+# the anytime half's sequence and the figures' gain per cost already make cost-aware, so no
+# feature penalty; early stopping with a practitioner's patience (50, as LightGBM's peer)
+GBFS_HALF = {"feature_penalty": 0.0, "early_stopping_rounds": 50}
+GBFS_CLASSIFICATION = {**GBFS_HALF, "split_gain": "newton"}   # (classification adds these)
 ANYTIME_CLASSIFICATION = {"classification_answer": "logistic"}   # the anytime half's (idem)
 
 
@@ -208,7 +213,7 @@ class PerSetChoice(RegressorMixin, BatchModel):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"groups must be lists of feature indices and costs numbers: "
                              f"{exc}") from exc
-        defaults = GBFS_CLASSIFICATION if loss == "logistic" else {}
+        defaults = GBFS_CLASSIFICATION if loss == "logistic" else GBFS_HALF
         try:
             return GBFS(loss=loss, feature_groups=groups, group_costs=costs,
                         **{**defaults, **dict(self.gbfs_params or {})})
