@@ -31,7 +31,7 @@ from service.api.openapi import ERROR_RESPONSES
 from service.api.predict_path import PredictPath
 from service.batch.page import CONTENT_SECURITY_POLICY
 from service.errors import ServiceError
-from service.kernel_cache import warm_batch_kernels, warm_kernels
+from service.kernel_warmup import warm_batch_kernels, warm_kernels
 from service.manager import ModelManager
 from service.schemas import validation_message
 from service.settings import Settings
