@@ -15,6 +15,7 @@ from scipy.special import softmax
 
 from algorithms.datasets.acquisition_synthetic import make_cube
 from algorithms.gbfs import GBFS
+from algorithms.per_set.choice import GBFS_CLASSIFICATION
 from algorithms.per_set.multiclass import MulticlassSetFigures
 from algorithms.serialization import loads_state
 from service import fbx1
@@ -114,8 +115,8 @@ def test_auto_with_classes_is_its_softmax_gbfs_half(batch_client):
     assert retrain(batch_client, "auto8")["status"] == "succeeded"
     state = loads_state(batch_client.get("/v1/models/auto8/snapshot").content)
     Xv, yv = state["validation.X"], state["validation.y"]
-    reference = GBFS(loss="softmax", split_gain="newton", feature_groups=groups,
-                     group_costs=costs, **TREES).fit(state["train.X"], state["train.y"],
+    reference = GBFS(loss="softmax", feature_groups=groups, group_costs=costs,
+                     **{**GBFS_CLASSIFICATION, **TREES}).fit(state["train.X"], state["train.y"],
                                                      X_val=Xv, y_val=yv)
     held = MulticlassSetFigures(
         lambda rows, S: reference.decision_function(rows, computed_groups=S), Xv, yv,
