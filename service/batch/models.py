@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import time
 from typing import Any
 
@@ -24,9 +23,8 @@ from service.batch import policy_summary, requested_sets
 from service.batch.candidate import candidate
 from service.batch.fit import check_estimator
 from service.batch.host import BatchHost
-from service.batch.ingest import parse_batch_items
 from service.batch.jobs import Job, JobStatus, no_version_error
-from service.batch.requests import assemble, cost_cap, selection
+from service.batch.requests import BudgetedRequest, assemble, parse_next, parse_predict
 from service.batch.spec import (
     PART_NAMES,
     estimate_fit_seconds,
@@ -390,23 +388,10 @@ class BatchModels:
         """``POST /predict`` of a batch model (see :mod:`service.batch.artifact`)."""
         served = self.served(host)  # one version for the whole request
         started = time.perf_counter()
-        unknown = set(document) - {"examples", "computed_groups", "max_cost", "budget"}
-        if unknown:
-            name = sorted(unknown)[0]
-            hint = " (return_prediction_ids is for online models)" \
-                if name == "return_prediction_ids" else ""
-            raise item_error(f"unknown field for a batch model{hint}", field=name)
-        computed, budget = selection(host.layout, document)
-        batch, present = parse_batch_items(document.get("examples"), host.layout,
-                                           host.spec.task, require_targets=False)
-        X = batch.X  # the adapter takes them as it needs them (request_rows)
-        n = len(batch)
-        if computed is not None:
-            sets = [computed] * n
-        elif budget is not None:
-            sets = [served.budget_set(budget)] * n
-        else:
-            sets = [np.flatnonzero(present[row]).tolist() for row in range(n)]
+        request = parse_predict(host.layout, host.spec.task, document)
+        X, budget = request.batch.X, request.cap  # the adapter takes X as it needs it
+        n = len(request.batch)
+        sets = request.example_sets(served.budget_set)
         answers: dict[tuple, dict] = {}
         rows_of: dict[tuple, list[int]] = {}
         for row, S in enumerate(sets):
@@ -426,47 +411,32 @@ class BatchModels:
         """``POST /next``: the per-set next group of ``computed_groups``; with ``examples``
         one answer per example (:mod:`service.batch.acquisition`)."""
         served = self.served(host)
-        unknown = set(document) - {"computed_groups", "max_cost", "budget", "examples",
-                                   "exchange_rate"}
-        if unknown:
-            raise item_error("unknown field", field=sorted(unknown)[0])
-        if document.get("examples") is not None:  # (null: absent, as the schema says)
-            return self._next_per_example(host, served, document)
-        if document.get("exchange_rate") is not None:
-            raise item_error("exchange_rate applies to examples: give examples",
-                             field="exchange_rate")
-        computed = host.layout.group_ids(document.get("computed_groups", []))
-        cap = cost_cap(document, required=False)
+        request = parse_next(host.layout, host.spec.task, document)
+        if request.batch is not None:
+            return self._next_per_example(host, served, request)
+        computed = request.computed
         return {"model": host.name, "version": served.version,
                 "computed_groups": [host.layout.group_names[g] for g in computed],
                 "cost": host.layout.cost_of(computed),
-                "next_group": served.next_group(computed, cap)}
+                "next_group": served.next_group(computed, request.cap)}
 
-    def _next_per_example(self, host: BatchHost, served, document: dict) -> dict[str, Any]:
+    def _next_per_example(self, host: BatchHost, served,
+                          request: BudgetedRequest) -> dict[str, Any]:
         """Each example's next group (its computed set: ``computed_groups`` or the groups
         it carries), the stop rule of ``max_cost`` and ``exchange_rate``."""
         from service.batch import acquisition
 
         layout = host.layout
-        cap = cost_cap(document, required=False)
-        rate = document.get("exchange_rate")
-        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float)
-                                 or not math.isfinite(rate) or rate < 0):
-            raise item_error("must be a finite number >= 0", field="exchange_rate")
-        computed = layout.group_ids(document["computed_groups"]) \
-            if "computed_groups" in document else None
-        batch, present = parse_batch_items(document["examples"], layout, host.spec.task,
-                                           require_targets=False)
-        dense = batch.X.to_scipy().toarray()
+        dense = request.batch.X.to_scipy().toarray()
         answers = []
         for row in range(dense.shape[0]):
-            S = sorted(computed) if computed is not None else \
-                np.flatnonzero(present[row]).tolist()
+            S = sorted(request.computed) if request.computed is not None else \
+                np.flatnonzero(request.present[row]).tolist()
             x = np.full(layout.n_features, np.nan)
             features = layout.features_of(S)
             x[features] = dense[row, features]
-            answers.append(acquisition.answer(served, x, S, cap,
-                                              None if rate is None else float(rate)))
+            answers.append(acquisition.answer(served, x, S, request.cap,
+                                              request.exchange_rate))
         return {"model": host.name, "version": served.version, "answers": answers}
 
     # ------------------------------------------------------------------ snapshots

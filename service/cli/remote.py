@@ -8,7 +8,6 @@ import argparse
 import os
 import sys
 
-
 WHERE = ("is `featurebudget serve` running there? To use another service, pass --url URL "
          "or set FEATUREBUDGET_URL")
 
