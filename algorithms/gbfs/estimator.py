@@ -247,7 +247,8 @@ class GBFS(ClassifierMixin, BatchModel):
     ``reg_lambda`` (L2 on leaf values, default 1; 0 = the paper), ``split_gain`` ("gradient",
     the paper's Eq. 14, default | "newton", second-order gain), ``min_child_hessian``
     (children's ``sum l''`` floor, only with ``split_gain="newton"``, default 1e-3),
-    ``random_state`` (the rows each tree sees when ``subsample < 1``, and the masks),
+    ``random_state`` (the rows each tree sees when ``subsample < 1``, and the masks; 0
+    when None, so a fit is reproducible),
     ``masked_copies`` (masked copies of each training row, default 4; 0: none),
     ``mask_rate`` (the probability that a copy drops a group, default 0.5; None: a uniform
     rate per copy and row), ``early_stopping_rounds`` (20; None: every tree) and
@@ -565,7 +566,7 @@ class GBFS(ClassifierMixin, BatchModel):
         split_newton = self.split_gain == "newton"
         hess_hists = [np.zeros((slots, d, width) if split_newton else (1, 1, 1))
                       for _ in range(2)]
-        rng = np.random.default_rng(self.random_state)
+        rng = np.random.default_rng(0 if self.random_state is None else self.random_state)
         scores = _start_scores(base, n_rows)
         mu = self._resolved_penalty(target, scores, costs)
         penalty = mu * costs[group_of]

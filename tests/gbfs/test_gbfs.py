@@ -178,6 +178,17 @@ def test_deterministic_for_a_seed(task):
     assert not np.array_equal(fits[0].tree_value_, fits[2].tree_value_)
 
 
+def test_no_seed_reads_as_seed_0(task):
+    """random_state=None subsamples as 0 does (the masks already did): a refit, a service
+    retrain and a specialist answer the same."""
+    X, y, _ = task
+    fits = [paper_gbfs(subsample=0.5, random_state=s, n_estimators=15).fit(X, y)
+            for s in (None, None, 0)]
+    for other in fits[1:]:
+        np.testing.assert_array_equal(fits[0].tree_value_, other.tree_value_)
+        np.testing.assert_array_equal(fits[0].tree_feature_, other.tree_feature_)
+
+
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
 def test_state_round_trip_is_bit_exact(task, loss):
     X, y, _ = task

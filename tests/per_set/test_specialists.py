@@ -220,7 +220,7 @@ def test_clean_sets_and_bad_params():
 
 def test_tree_specialist_is_gbfs_on_the_set_early_stopped_on_the_held_out_rows():
     """A tree specialist is GBFS on exactly S's columns (no masking, no penalty, second-order
-    gains, learning rate 0.05) whose trees were chosen by early stopping on the held-out
+    gains, learning rate 0.05, each tree on 70 % of the rows) whose trees were chosen by early stopping on the held-out
     rows, the protocol of a practitioner's per-set booster."""
     from algorithms.gbfs import GBFS
     from algorithms.per_set.specialists import fit_specialist
@@ -234,7 +234,8 @@ def test_tree_specialist_is_gbfs_on_the_set_early_stopped_on_the_held_out_rows()
     reference = GBFS(loss="squared", feature_groups=[[0, 1]], group_costs=np.ones(1),
                      masked_copies=0, feature_penalty=0.0, unmasked_trees=False,
                      split_gain="newton", learning_rate=0.05, n_estimators=5000,
-                     early_stopping_rounds=50, **params).fit(X[:, :2], y, X_val=Xv[:, :2],
+                     early_stopping_rounds=50, subsample=0.7,
+                     **params).fit(X[:, :2], y, X_val=Xv[:, :2],
                                                               y_val=yv)
     np.testing.assert_allclose(specialist.decision_function(Xv),
                                reference.decision_function(Xv[:, :2]), rtol=1e-12, atol=1e-12)
