@@ -301,7 +301,84 @@ def group_ids(computed_groups: Iterable[Any] | None, n_groups: int) -> tuple[int
 
 
 # ------------------------------------------------------------------------- the class
-class SetFigures:
+class CachedSetFigures:
+    """What the binary and the K-class set figures share: sets as sorted group ids, their
+    cost, and a bounded LRU cache of each set's figures (thread-safe: a miss is computed
+    outside the lock and the first result stored wins, so two threads asking for one set
+    get one object). A subclass sets ``groups``, ``costs``, ``cache_size``, ``_cache`` and
+    ``_lock`` and defines ``validation_scores(S)`` and ``_measure(S, scores)``."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]   # a lock does not pickle: a new one on loading
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.groups)
+
+    def key(self, computed_groups: Iterable[int] | None) -> tuple[int, ...]:
+        """The cache key of a set: sorted distinct ids (None: every group)."""
+        return group_ids(computed_groups, self.n_groups)
+
+    def cost(self, computed_groups: Iterable[int] | None) -> float:
+        """Total cost of the set. O(|S|)."""
+        return float(sum(self.costs[g] for g in self.key(computed_groups)))
+
+    def _store(self, S: tuple[int, ...], entry):
+        """``entry`` cached for ``S`` unless another thread stored one first (returned)."""
+        with self._lock:
+            hit = self._cache.get(S)
+            if hit is not None:
+                return hit
+            if self.cache_size:
+                self._cache[S] = entry
+                if len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return entry
+
+    def figures(self, computed_groups: Iterable[int] | None):
+        """The validation figures of exactly the set (cached; a miss costs one scorer call
+        plus O(n) numpy, see the module docstring)."""
+        S = self.key(computed_groups)
+        with self._lock:
+            hit = self._cache.get(S)
+            if hit is not None:
+                self._cache.move_to_end(S)
+                return hit
+        return self._store(S, self._measure(S, self.validation_scores(S)))
+
+    def figures_with_scores(self, computed_groups: Iterable[int] | None):
+        """``(figures, raw validation scores)`` of the set with one scorer call; the
+        figures are cached as :meth:`figures` caches them (the first stored wins)."""
+        S = self.key(computed_groups)
+        scores = self.validation_scores(S)
+        return self._store(S, self._measure(S, scores)), scores
+
+    def figure(self, computed_groups: Iterable[int] | None) -> float:
+        """The comparison figure of the set: explained variance or -log-loss."""
+        return self.figures(computed_groups).figure
+
+    def next_group(self, computed_groups: Iterable[int] | None = (), *,
+                   max_cost: float | None = None) -> tuple[int, float] | None:
+        """``(g, gain)``: the group not in ``S`` (within ``max_cost - cost(S)``; no cap when
+        None) with the largest validation gain per unit cost, ``gain = figure(S + g) -
+        figure(S)`` (:func:`best_next_group`); None when nothing fits or no group is left.
+        One scorer call per candidate (and one for ``S``) on a cache miss."""
+        S = self.key(computed_groups if computed_groups is not None else ())
+        return best_next_group(self.figure, S, self.costs, max_cost)
+
+    def cache_len(self) -> int:
+        """Number of sets cached now."""
+        with self._lock:
+            return len(self._cache)
+
+
+class SetFigures(CachedSetFigures):
     """Validation figures of ``score`` for any computed set, cached per set.
 
     Parameters
@@ -350,27 +427,6 @@ class SetFigures:
         self._cache: OrderedDict[tuple[int, ...], ValidationFigures] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_lock"]   # a lock does not pickle: a new one on loading
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    @property
-    def n_groups(self) -> int:
-        return len(self.groups)
-
-    def key(self, computed_groups: Iterable[int] | None) -> tuple[int, ...]:
-        """The cache key of a set: sorted distinct ids (None: every group)."""
-        return group_ids(computed_groups, self.n_groups)
-
-    def cost(self, computed_groups: Iterable[int] | None) -> float:
-        """Total cost of the set. O(|S|)."""
-        return float(sum(self.costs[g] for g in self.key(computed_groups)))
-
     def validation_scores(self, computed_groups: Iterable[int] | None) -> np.ndarray:
         """Raw scores of the validation rows for the set (one scorer call, not cached)."""
         S = self.key(computed_groups)
@@ -380,46 +436,7 @@ class SetFigures:
                              f"{S}, got shape {scores.shape}")
         return scores
 
-    def figures(self, computed_groups: Iterable[int] | None) -> ValidationFigures:
-        """The validation figures of exactly the set (cached; a miss costs one scorer call
-        plus O(n) numpy, see the module docstring)."""
-        S = self.key(computed_groups)
-        with self._lock:
-            hit = self._cache.get(S)
-            if hit is not None:
-                self._cache.move_to_end(S)
-                return hit
-        entry = self._measure(S)
-        with self._lock:
-            hit = self._cache.get(S)
-            if hit is not None:
-                return hit
-            if self.cache_size:
-                self._cache[S] = entry
-                if len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        return entry
-
-    def figures_with_scores(self, computed_groups: Iterable[int] | None
-                            ) -> tuple[ValidationFigures, np.ndarray]:
-        """``(figures, raw validation scores)`` of the set with one scorer call; the
-        figures are cached as :meth:`figures` caches them (the first stored wins)."""
-        S = self.key(computed_groups)
-        scores = self.validation_scores(S)
-        entry = self._measure(S, scores)
-        with self._lock:
-            hit = self._cache.get(S)
-            if hit is not None:
-                return hit, scores
-            if self.cache_size:
-                self._cache[S] = entry
-                if len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        return entry, scores
-
-    def _measure(self, S: tuple[int, ...], scores: np.ndarray | None = None
-                 ) -> ValidationFigures:
-        scores = self.validation_scores(S) if scores is None else scores
+    def _measure(self, S: tuple[int, ...], scores: np.ndarray) -> ValidationFigures:
         common = {"task": self.task, "groups": S, "cost": self.cost(S),
                   "n_rows": int(scores.size)}
         if self.task == "regression":
@@ -436,10 +453,6 @@ class SetFigures:
         return row_losses(self.task, self.validation_scores(computed_groups), self.y_val,
                           cross_fit=self.cross_fit)
 
-    def figure(self, computed_groups: Iterable[int] | None) -> float:
-        """The comparison figure of the set: explained variance or -log-loss."""
-        return self.figures(computed_groups).figure
-
     def probabilities(self, scores: np.ndarray, computed_groups: Iterable[int] | None
                       ) -> np.ndarray:
         """Calibrated ``P(y = +1)`` of new raw ``scores`` of the set (classification):
@@ -448,22 +461,8 @@ class SetFigures:
             raise ValueError("probabilities need task='classification'")
         return expit(self.figures(computed_groups).logits(scores))
 
-    def next_group(self, computed_groups: Iterable[int] | None = (), *,
-                   max_cost: float | None = None) -> tuple[int, float] | None:
-        """``(g, gain)``: the group not in ``S`` (within ``max_cost - cost(S)``; no cap when
-        None) with the largest validation gain per unit cost, ``gain = figure(S + g) -
-        figure(S)`` (:func:`best_next_group`); None when nothing fits or no group is left.
-        One scorer call per candidate (and one for ``S``) on a cache miss."""
-        S = self.key(computed_groups if computed_groups is not None else ())
-        return best_next_group(self.figure, S, self.costs, max_cost)
 
-    def cache_len(self) -> int:
-        """Number of sets cached now."""
-        with self._lock:
-            return len(self._cache)
-
-
-__all__ = ["TASKS", "ZERO_COST_EPSILON", "SetFigures", "ValidationFigures", "best_next_group",
-           "classification_figures", "cross_fitted_logits", "group_ids", "mean_log_loss",
-           "platt_fit", "platt_targets", "regression_figures", "row_losses",
+__all__ = ["TASKS", "ZERO_COST_EPSILON", "CachedSetFigures", "SetFigures", "ValidationFigures",
+           "best_next_group", "classification_figures", "cross_fitted_logits", "group_ids",
+           "mean_log_loss", "platt_fit", "platt_targets", "regression_figures", "row_losses",
            "wins_beyond_noise"]

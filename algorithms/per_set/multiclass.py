@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import log_softmax, softmax
 
-from algorithms.per_set.figures import best_next_group, group_ids
+from algorithms.per_set.figures import CachedSetFigures
 
 _FLAT = 1e-24
 
@@ -145,7 +145,7 @@ def multiclass_figures(scores: np.ndarray, y: np.ndarray, n_classes: int, *,
     return error, mean_log_loss(logits, y), a, crossed
 
 
-class MulticlassSetFigures:
+class MulticlassSetFigures(CachedSetFigures):
     """Validation figures of a K-class ``score`` for any computed set, cached per set
     (bounded LRU, thread-safe as :class:`~algorithms.per_set.figures.SetFigures`).
 
@@ -176,16 +176,6 @@ class MulticlassSetFigures:
         self._cache: OrderedDict[tuple[int, ...], MulticlassFigures] = OrderedDict()
         self._lock = threading.Lock()
 
-    @property
-    def n_groups(self) -> int:
-        return len(self.groups)
-
-    def key(self, computed_groups: Iterable[int] | None) -> tuple[int, ...]:
-        return group_ids(computed_groups, self.n_groups)
-
-    def cost(self, computed_groups: Iterable[int] | None) -> float:
-        return float(sum(self.costs[g] for g in self.key(computed_groups)))
-
     def validation_scores(self, computed_groups: Iterable[int] | None) -> np.ndarray:
         """Raw class scores (n, K) of the validation rows for the set (not cached)."""
         S = self.key(computed_groups)
@@ -196,34 +186,6 @@ class MulticlassSetFigures:
                              f"finite scores for {S}, got shape {scores.shape}")
         return scores
 
-    def _store(self, S: tuple[int, ...], entry: MulticlassFigures) -> MulticlassFigures:
-        with self._lock:
-            hit = self._cache.get(S)
-            if hit is not None:
-                return hit
-            if self.cache_size:
-                self._cache[S] = entry
-                if len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        return entry
-
-    def figures(self, computed_groups: Iterable[int] | None) -> MulticlassFigures:
-        """The validation figures of exactly the set (cached)."""
-        S = self.key(computed_groups)
-        with self._lock:
-            hit = self._cache.get(S)
-            if hit is not None:
-                self._cache.move_to_end(S)
-                return hit
-        return self._store(S, self._measure(S, self.validation_scores(S)))
-
-    def figures_with_scores(self, computed_groups: Iterable[int] | None
-                            ) -> tuple[MulticlassFigures, np.ndarray]:
-        """``(figures, raw validation scores)`` of the set with one scorer call."""
-        S = self.key(computed_groups)
-        scores = self.validation_scores(S)
-        return self._store(S, self._measure(S, scores)), scores
-
     def _measure(self, S: tuple[int, ...], scores: np.ndarray) -> MulticlassFigures:
         error, log_loss, a, crossed = multiclass_figures(scores, self.y_val, self.n_classes,
                                                          cross_fit=self.cross_fit)
@@ -233,23 +195,10 @@ class MulticlassSetFigures:
                                  n_rows=int(scores.shape[0]), figure=-log_loss, error=error,
                                  log_loss=log_loss, temperature_a=a, cross_fitted=crossed)
 
-    def figure(self, computed_groups: Iterable[int] | None) -> float:
-        return self.figures(computed_groups).figure
-
     def probabilities(self, scores: np.ndarray, computed_groups: Iterable[int] | None
                       ) -> np.ndarray:
         """Calibrated class probabilities (n, K) of new raw scores of the set. O(n K)."""
         return softmax(self.figures(computed_groups).logits(scores), axis=1)
-
-    def next_group(self, computed_groups: Iterable[int] | None = (), *,
-                   max_cost: float | None = None) -> tuple[int, float] | None:
-        """``(g, gain)`` of the largest validation gain per unit cost within the cap."""
-        S = self.key(computed_groups if computed_groups is not None else ())
-        return best_next_group(self.figure, S, self.costs, max_cost)
-
-    def cache_len(self) -> int:
-        with self._lock:
-            return len(self._cache)
 
 
 __all__ = ["MulticlassFigures", "MulticlassSetFigures", "mean_log_loss", "multiclass_figures",
