@@ -24,8 +24,10 @@ candidates are fitted on the training rows restricted to ``C_S``:
 The candidate with the better figure on the held-out validation rows (explained variance,
 or cross-fitted -log-loss of Platt-calibrated scores: :mod:`algorithms.per_set.figures`)
 is kept; ties go to the linear one, and the trees must win by more than ``margin``
-standard errors of the mean paired difference of the rows' losses (their early stopping
-read the same rows). The held-out rows are never trained on; choosing on
+standard errors of the mean paired difference of the rows' losses, their losses measured
+by cross-fitting (the trees refitted twice, each early-stopped on one half of the
+held-out rows and scoring the other: two more fits), since the kept trees' early stopping
+read the very rows that compare them. The held-out rows are never trained on; choosing on
 them (a penalty, then one of two candidates) biases the kept figure up by the spread of
 the candidates (as choosing between the halves does). Scores: the prediction (regression)
 or the raw logit / margin (classification), answered on the full-width rows by reading
@@ -236,11 +238,37 @@ def fit_specialist(X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.nd
     tree_model.figure = _figure(task, trees.decision_function(Xv), y_val)
     if tree_model.figure <= linear.figure + 1e-12:
         return linear
-    if margin > 0 and not wins_beyond_noise(
-            row_losses(task, trees.decision_function(Xv), y_val),
-            row_losses(task, linear.decision_function(X_val), y_val), margin):
-        return linear
+    if margin > 0:
+        tree_scores = trees.decision_function(Xv) if not held else \
+            _cross_fitted_scores(trees, Xs, y, Xv, y_val)
+        if not wins_beyond_noise(row_losses(task, tree_scores, y_val),
+                                 row_losses(task, linear.decision_function(X_val), y_val),
+                                 margin):
+            return linear
     return tree_model
+
+
+def _cross_fitted_scores(trees: GBFS, X: np.ndarray, y: np.ndarray, X_val: np.ndarray,
+                         y_val: np.ndarray) -> np.ndarray:
+    """Held-out scores of ``trees``' parameters refitted twice, each early-stopped on one
+    half of the held-out rows (a seeded permutation) and scoring the other: the trees'
+    held-out losses without the optimism of choosing their length on the rows that score
+    them. The full fit's scores below 4 held-out rows. Two fits."""
+    n = len(y_val)
+    if n < 4:
+        return trees.decision_function(X_val)
+    order = np.random.default_rng(0).permutation(n)
+    halves = (order[: n // 2], order[n // 2:])
+    scores = np.empty(n, dtype=np.float64)
+    for stop_on, score_on in (halves, halves[::-1]):
+        half = clone_gbfs(trees).fit(X, y, X_val=X_val[stop_on], y_val=y_val[stop_on])
+        scores[score_on] = half.decision_function(X_val[score_on])
+    return scores
+
+
+def clone_gbfs(trees: GBFS) -> GBFS:
+    """An unfitted GBFS with ``trees``' parameters."""
+    return GBFS(**trees.get_params())
 
 
 def clean_sets(sets: Any, n_groups: int, limit: int) -> list[tuple[int, ...]]:

@@ -220,8 +220,8 @@ def test_clean_sets_and_bad_params():
 
 def test_tree_specialist_is_gbfs_on_the_set_early_stopped_on_the_held_out_rows():
     """A tree specialist is GBFS on exactly S's columns (no masking, no penalty, second-order
-    gains, learning rate 0.05, each tree on 70 % of the rows) whose trees were chosen by early stopping on the held-out
-    rows, the protocol of a practitioner's per-set booster."""
+    gains, learning rate 0.05, each tree on 70 % of the rows) whose trees were chosen by
+    early stopping on the held-out rows, the protocol of a practitioner's per-set booster."""
     from algorithms.gbfs import GBFS
     from algorithms.per_set.specialists import fit_specialist
 
@@ -260,3 +260,35 @@ def test_classification_halves_answer_with_a_logistic_refit_and_newton_trees():
                          gbfs_params={"split_gain": "gradient"})
     assert plain._anytime(6).classification_answer == "regression"
     assert plain._gbfs(6).split_gain == "gradient"
+
+
+def test_the_margin_compares_cross_fitted_tree_losses():
+    """With a margin, the trees' held-out losses come from two refits, each early-stopped on
+    one half of the held-out rows (a permutation seeded 0) and scoring the other; the kept
+    trees are the fit on all of them. Trees on a product still win; on a linear target the
+    ridge is kept."""
+    from algorithms.gbfs import GBFS
+    from algorithms.per_set.specialists import _cross_fitted_scores, fit_specialist
+
+    X, y = data(600, 4)
+    Xv, yv = data(300, 5)
+    params = {"max_depth": 3, "random_state": 0, "subsample": 0.7, "learning_rate": 0.05,
+              "n_estimators": 5000, "early_stopping_rounds": 50}
+    trees = GBFS(loss="squared", feature_groups=[[0, 1]], group_costs=np.ones(1), **params)
+    trees.fit(X[:, :2], y, X_val=Xv[:, :2], y_val=yv)
+    order = np.random.default_rng(0).permutation(300)
+    expected = np.empty(300)
+    for stop_on, score_on in ((order[:150], order[150:]), (order[150:], order[:150])):
+        half = GBFS(loss="squared", feature_groups=[[0, 1]], group_costs=np.ones(1), **params)
+        half.fit(X[:, :2], y, X_val=Xv[stop_on, :2], y_val=yv[stop_on])
+        expected[score_on] = half.decision_function(Xv[score_on, :2])
+    np.testing.assert_allclose(_cross_fitted_scores(trees, X[:, :2], y, Xv[:, :2], yv),
+                               expected, rtol=1e-12, atol=1e-12)
+    groups = [np.asarray(g) for g in GROUPS]
+    product = fit_specialist(X, y, Xv, yv, groups, np.ones(3), (0,), "regression",
+                             {"max_depth": 3}, margin=1.0)
+    assert product.kind == "gbfs"
+    linear_y, linear_yv = X[:, 2] + 0.1 * X[:, 4], Xv[:, 2] + 0.1 * Xv[:, 4]
+    line = fit_specialist(X, linear_y, Xv, linear_yv, groups, np.ones(3), (1, 2),
+                          "regression", {"max_depth": 3}, margin=1.0)
+    assert line.kind == "linear"

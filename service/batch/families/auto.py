@@ -241,7 +241,7 @@ class AutoFamily(BatchFamily):
         anytime = anytime_seconds(D, J, method if isinstance(method, str) else "cs-g-omp") + \
             ANYTIME_CUBE_SECONDS * n * D * D
         own = params.algorithm.get("gbfs_params") or {}
-        specialists = _specialists(params) * tree_seconds(
+        specialists = _specialists(params) * _specialist_tree_fits(params) * tree_seconds(
             spec, params, tree_params(own), examples)
         return tree_seconds(spec, params, own, examples) + anytime + specialists
 
@@ -260,6 +260,14 @@ def _specialists(params) -> int:
     """The specialists a fit may add: ``max_specialists`` (default 8)."""
     limit = params.algorithm.get("max_specialists", MAX_SPECIALISTS)
     return int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else 0
+
+
+def _specialist_tree_fits(params) -> int:
+    """Tree fits per specialist at most: its trees and, under a ``choice_margin`` (default
+    1), the two half fits that measure them against its linear candidate
+    (``algorithms.per_set.specialists``)."""
+    margin = params.algorithm.get("choice_margin", 1.0)
+    return 3 if not isinstance(margin, (int, float)) or margin > 0 else 1
 
 
 def _specialist_bytes(D: int, own: dict) -> int:
