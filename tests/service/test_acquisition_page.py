@@ -20,8 +20,7 @@ from tests.service.test_batch_page import cells_of, dump
 from tests.service.test_next_per_example import GBFS_PARAMS, NM_GROUPS
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
 from tests.support.live_server import PORTS
-from tests.support.ports import free_port
-from tests.support.processes import serve_embedded, stop, wait_ready
+from tests.support.processes import embedded_server
 
 
 def _post(url: str, name: str, body: dict, rows: list[dict]) -> None:
@@ -39,11 +38,7 @@ def served(tmp_path_factory):
     regression (no held-out rows), a gbfs classifier on 60 rows (too few held out) and an
     online learner."""
     tmp_path = tmp_path_factory.mktemp("acquisition-page")
-    port = free_port(PORTS)
-    process = serve_embedded(tmp_path / "data", port, job_poll_seconds="0.05")
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, process, timeout=900)  # (a busy machine compiles its kernels)
+    with embedded_server(tmp_path / "data", PORTS, job_poll_seconds="0.05") as url:
         X, y, *_ = make_cube_nm(1500, seed=1)
         _post(url, "nm", {"algorithm": "gbfs", "task": "classification", "groups": NM_GROUPS,
                           "params": {**NO_POLICY, **GBFS_PARAMS}},
@@ -64,8 +59,6 @@ def served(tmp_path_factory):
                 assert time.monotonic() < deadline, name
                 time.sleep(0.05)
         yield url, tmp_path
-    finally:
-        stop(process)
 
 
 def text_of(fragment: str) -> str:

@@ -22,8 +22,7 @@ import pytest
 
 from service.batch import model_pages, page
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
-from tests.support.ports import free_port
-from tests.support.processes import serve_embedded, stop, wait_ready
+from tests.support.processes import embedded_server
 
 PORTS = range(18340, 18360)  # this suite's loopback ports
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,11 +215,7 @@ def served_model(tmp_path_factory):
     """A server with one trained model of every family and task (one whose groups all cost
     0), one never trained and an online learner with examples."""
     tmp_path = tmp_path_factory.mktemp("page")
-    port = free_port(PORTS)
-    process = serve_embedded(tmp_path / "data", port, job_poll_seconds="0.05")
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, process, timeout=900)  # (a busy machine compiles its kernels)
+    with embedded_server(tmp_path / "data", PORTS, job_poll_seconds="0.05") as url:
         X, y = diabetes()
         labels = np.where(y > np.median(y), 1.0, -1.0)
         for name, (algorithm, task, params, groups) in MODELS.items():
@@ -250,8 +245,6 @@ def served_model(tmp_path_factory):
                 assert time.monotonic() < deadline, name
                 time.sleep(0.05)
         yield url, tmp_path
-    finally:
-        stop(process)
 
 
 def test_page_loads_without_console_errors_and_shows_the_sequence(served_model, tmp_path):

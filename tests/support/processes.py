@@ -3,6 +3,7 @@ any condition, and the external tools a test needs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -55,6 +56,20 @@ def serve_embedded(data_dir: Path, port: int, **settings: str) -> subprocess.Pop
     return subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port",
                              str(port), "--log-level", "warning"], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def embedded_server(data_dir: Path, ports: range, *, timeout: float = 900.0,
+                    **settings: str):
+    """:func:`serve_embedded` on a free port of ``ports``, ready (``timeout``: a busy machine
+    compiles its kernels first); yields its URL, stops it on exit."""
+    port = free_port(ports)
+    process = serve_embedded(data_dir, port, **settings)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", process, timeout=timeout)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
 
 
 def serve_on_redis(tmp_path: Path, redis_url: str, label: str,
