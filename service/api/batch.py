@@ -82,8 +82,9 @@ async def next_group(model: str, request: Request, manager: Manager,
                      settings: AppSettings) -> dict:
     """The group to compute next given ``computed_groups`` (and a ``max_cost``; ``budget``
     is its deprecated alias); with ``examples`` (and an optional ``exchange_rate``), one
-    answer per example from the values it carries. The body is read and checked by hand (the same problem
-    details as ``/predict``); its schema is :class:`~service.schemas.NextRequest`."""
+    answer per example from the values it carries. The body is read and checked by hand
+    (the same problem details as ``/predict``); its schema is
+    :class:`~service.schemas.NextRequest`."""
     host = await manager.get(model)
     body = await read_body(request, settings.max_body_bytes)
     require_json(request_media_type(request), body)

@@ -30,7 +30,6 @@ import scipy.sparse as sp
 from scipy.special import expit, softmax
 
 from algorithms.batch import cost_slack
-from algorithms.metrics.anytime import explained_variance_on_support
 from algorithms.serialization import StateFormatError, dumps_state, loads_state
 from algorithms.sparse import CSRBatch
 from algorithms.states import FORMAT_VERSION as VERSION_MEMBER
@@ -188,9 +187,9 @@ class Artifact:
         self.layout = layout
         self.task = VersionMeta.from_dict(meta).task
         self.held_out = held_out
-        self._ev_cache: OrderedDict = OrderedDict()
+        self._per_set: OrderedDict = OrderedDict()
         self._cache_size = cache_size
-        self._lock = threading.Lock()  # the explained-variance cache (the model locks its own)
+        self._lock = threading.Lock()  # the family's per-set cache (the model locks its own)
         self.figures = self._set_figures()
 
     def _set_figures(self):
@@ -211,11 +210,6 @@ class Artifact:
         for S in (sorted(self.order()), []):
             self.answer(row, S, None)
         return self
-
-    def anytime_scores(self, X, S) -> np.ndarray:
-        """``X w(S) + b(S)`` (the model's per-set solves are cached and thread-safe)."""
-        coef, intercept = self.model.coef_for_groups(S)
-        return X @ coef + intercept
 
     # ------------------------------------------------------------------ sets
     def budget_set(self, budget: float) -> list[int]:
@@ -289,24 +283,18 @@ class Artifact:
         per call."""
         return VersionMeta.from_dict(self.meta)
 
-    def expected_ev(self, S: list[int]) -> tuple[float, str]:
-        """Statistics families: explained variance of exactly ``S`` (validation if held
-        out), cached."""
+    def per_set(self, S: list[int], compute):
+        """The family's value for the set ``S``, ``compute()`` on a miss (outside the lock;
+        at most ``cache_size`` sets kept, the oldest dropped first). Thread-safe."""
         key = tuple(S)
         with self._lock:
-            hit = self._ev_cache.get(key)
+            hit = self._per_set.get(key)
         if hit is None:
-            if self.validation is not None and self.validation.n > 0:
-                coef, intercept = self.model.coef_for_groups(S)
-                support = np.flatnonzero(coef)
-                hit = (explained_variance_on_support(self.validation, support, coef[support],
-                                                     intercept), "validation")
-            else:
-                hit = (float(self.model.explained_variance(S)), "train")
+            hit = compute()
             with self._lock:
-                self._ev_cache[key] = hit
-                if len(self._ev_cache) > self._cache_size:
-                    self._ev_cache.popitem(last=False)
+                self._per_set[key] = hit
+                if len(self._per_set) > self._cache_size:
+                    self._per_set.popitem(last=False)
         return hit
 
     def next_group(self, S: list[int], budget: float | None) -> dict[str, Any] | None:

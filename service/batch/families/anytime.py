@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from algorithms.anytime.model import METHODS
+from algorithms.metrics.anytime import explained_variance_on_support
 from service.batch.checks import MAX_ABS_INPUT, bounded_linear, check_numbers, probe_rows
 from service.batch.curves import FitError
 from service.batch.families.base import StatisticsFamily
@@ -136,7 +137,7 @@ class AnytimeFamily(StatisticsFamily):
 
     def answer(self, artifact, X, S):
         scores = answer_scores(artifact)(X, S)
-        ev, basis = artifact.expected_ev(S)
+        ev, basis = expected_ev(artifact, S)
         out = {"predictions": scores.tolist(), "groups_used": artifact.names(S),
                "cost": artifact.layout.cost_of(S), "expected_explained_variance": ev,
                "expected_on": basis}
@@ -151,7 +152,7 @@ class AnytimeFamily(StatisticsFamily):
         g = artifact.model.next_group(S, max_cost=budget)
         if g is None:
             return None
-        return g, artifact.expected_ev(sorted(set(S) | {g}))[0] - artifact.expected_ev(S)[0]
+        return g, expected_ev(artifact, sorted(set(S) | {g}))[0] - expected_ev(artifact, S)[0]
 
     def order(self, artifact):
         return [int(g) for g in artifact.model.sequence_]
@@ -229,13 +230,35 @@ def check_anytime_ranges(model) -> None:
     bounded_linear(model.coef_path_, model.intercept_path_, "anytime model")
 
 
+def linear_scores(artifact, X, S) -> np.ndarray:
+    """``X w(S) + b(S)`` of a version (the model's per-set solves are cached and
+    thread-safe)."""
+    coef, intercept = artifact.model.coef_for_groups(S)
+    return X @ coef + intercept
+
+
+def expected_ev(artifact, S) -> tuple[float, str]:
+    """``(explained variance of exactly S, "validation" | "train")``: on the version's
+    validation statistics when it holds some, else on its training statistics; cached per
+    version (``Artifact.per_set``)."""
+    def compute():
+        validation = artifact.validation
+        if validation is not None and validation.n > 0:
+            coef, intercept = artifact.model.coef_for_groups(S)
+            support = np.flatnonzero(coef)
+            return (explained_variance_on_support(validation, support, coef[support],
+                                                  intercept), "validation")
+        return float(artifact.model.explained_variance(S)), "train"
+    return artifact.per_set(S, compute)
+
+
 def answer_scores(artifact):
     """``score(X, S)`` of a version: ``X w(S) + b(S)`` with the ridge's solve, or for a
     logistic classification answer the logit of the refit on exactly ``S`` (both cached
     per set by the model)."""
     model = artifact.model
     if getattr(model, "classification_answer", None) != "logistic":
-        return artifact.anytime_scores
+        return lambda X, S: linear_scores(artifact, X, S)
 
     def score(X, S):
         coef, intercept = model.logistic_for_groups(S)
