@@ -235,12 +235,13 @@ def fit_specialist(X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.nd
     held = {"X_val": Xv, "y_val": y_val} if trees.early_stopping_rounds is not None else {}
     trees.fit(Xs, y, progress=progress, **held)
     tree_model = Specialist(S, columns, "gbfs", trees=trees)
-    tree_model.figure = _figure(task, trees.decision_function(Xv), y_val)
+    tree_scores = trees.decision_function(Xv)
+    tree_model.figure = _figure(task, tree_scores, y_val)
     if tree_model.figure <= linear.figure + 1e-12:
         return linear
     if margin > 0:
-        tree_scores = trees.decision_function(Xv) if not held else \
-            _cross_fitted_scores(trees, Xs, y, Xv, y_val)
+        if held:   # early-stopped on the held-out rows: judge them cross-fitted
+            tree_scores = _cross_fitted_scores(trees, Xs, y, Xv, y_val)
         if not wins_beyond_noise(row_losses(task, tree_scores, y_val),
                                  row_losses(task, linear.decision_function(X_val), y_val),
                                  margin):
@@ -261,14 +262,10 @@ def _cross_fitted_scores(trees: GBFS, X: np.ndarray, y: np.ndarray, X_val: np.nd
     halves = (order[: n // 2], order[n // 2:])
     scores = np.empty(n, dtype=np.float64)
     for stop_on, score_on in (halves, halves[::-1]):
-        half = clone_gbfs(trees).fit(X, y, X_val=X_val[stop_on], y_val=y_val[stop_on])
+        half = type(trees)(**trees.get_params())   # an unfitted copy (algorithms.batch)
+        half.fit(X, y, X_val=X_val[stop_on], y_val=y_val[stop_on])
         scores[score_on] = half.decision_function(X_val[score_on])
     return scores
-
-
-def clone_gbfs(trees: GBFS) -> GBFS:
-    """An unfitted GBFS with ``trees``' parameters."""
-    return GBFS(**trees.get_params())
 
 
 def clean_sets(sets: Any, n_groups: int, limit: int) -> list[tuple[int, ...]]:

@@ -429,9 +429,7 @@ class BatchModels:
         layout = host.layout
         dense = request.batch.X.to_scipy().toarray()
         answers = []
-        for row in range(dense.shape[0]):
-            S = sorted(request.computed) if request.computed is not None else \
-                np.flatnonzero(request.present[row]).tolist()
+        for row, S in enumerate(request.example_sets()):   # (the cap is the stop rule here)
             x = np.full(layout.n_features, np.nan)
             features = layout.features_of(S)
             x[features] = dense[row, features]

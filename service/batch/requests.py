@@ -56,13 +56,14 @@ class BudgetedRequest:
     batch: ExampleBatch | None = None
     present: np.ndarray | None = None
 
-    def example_sets(self, budget_set) -> list[list[int]]:
-        """Each example's computed set: ``computed``, else the served sequence's groups
-        within ``cap`` (``budget_set(cap)``), else the groups the example carries."""
+    def example_sets(self, budget_set=None) -> list[list[int]]:
+        """Each example's computed set (sorted ids): ``computed``, else (``/predict``, given
+        ``budget_set``) the served sequence's groups within ``cap``, else the groups the
+        example carries."""
         n = len(self.batch)
         if self.computed is not None:
             return [self.computed] * n
-        if self.cap is not None:
+        if self.cap is not None and budget_set is not None:
             return [budget_set(self.cap)] * n
         return [np.flatnonzero(self.present[row]).tolist() for row in range(n)]
 
