@@ -8,22 +8,49 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from algorithms.online import LEARNERS
 from service.batch.families import FAMILIES, STATISTICS, algorithm_families
 from service.batch.jobs import Job
 
-# The API's algorithms come from the registries: a learner added to LEARNERS (one file and
-# one line, algorithms/README.md) is an algorithm of POST /v1/models, and so is every
-# algorithm of a batch family's adapter (service.batch.families.FAMILIES).
-ALGORITHMS = tuple(LEARNERS)
-BATCH_FAMILY = algorithm_families()  # batch algorithm -> its family
-# the algorithms whose fold keeps sufficient statistics (the anytime sequencing methods)
-ANYTIME_ALGORITHMS = tuple(a for a, name in BATCH_FAMILY.items()
-                           if FAMILIES[name].fold_kind == STATISTICS)
-BATCH_ALGORITHMS = tuple(BATCH_FAMILY)
-ALL_ALGORITHMS = ALGORITHMS + BATCH_ALGORITHMS
+
+# The API's algorithms are read from the registries when a body is validated or the schema
+# is written, never frozen at import: a learner added to LEARNERS (one file and one line,
+# algorithms/README.md) is an algorithm of POST /v1/models, and so is every algorithm of a
+# batch family's adapter (service.batch.families.FAMILIES), whenever it is registered.
+def online_algorithms() -> tuple[str, ...]:
+    """The online learners' algorithms, in registry order. O(learners)."""
+    return tuple(LEARNERS)
+
+
+def batch_families() -> dict[str, str]:
+    """Every batch algorithm -> its family, in registry order. O(algorithms)."""
+    return algorithm_families()
+
+
+def batch_algorithms() -> tuple[str, ...]:
+    return tuple(algorithm_families())
+
+
+def anytime_algorithms() -> tuple[str, ...]:
+    """The algorithms whose fold keeps sufficient statistics (the anytime sequencing
+    methods). O(algorithms)."""
+    return tuple(a for a, name in algorithm_families().items()
+                 if FAMILIES[name].fold_kind == STATISTICS)
+
+
+def all_algorithms() -> tuple[str, ...]:
+    return online_algorithms() + batch_algorithms()
+
+
+def _expected(values: tuple[str, ...]) -> str:
+    """``'a', 'b' or 'c'``: how pydantic names a literal's values in its errors."""
+    quoted = [repr(v) for v in values]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$"
 PATTERN_RULES = {  # each pattern in words, for the answers that refuse a name
@@ -72,6 +99,21 @@ def _kind(algorithms: tuple[str, ...], field: str, absent: tuple[str, ...],
             "not": {"anyOf": [_given(f) for f in absent]}}
 
 
+def _create_kinds(schema: dict[str, Any], cls: type) -> None:
+    """The create body's three kinds (online with ``n_features`` or ``hash_bits``, batch
+    with ``groups``) with the algorithms registered when the schema is written."""
+    online = online_algorithms()
+    schema["oneOf"] = [
+        _kind(online, "n_features", ("hash_bits", "groups", "task")),
+        _kind(online, "hash_bits", ("n_features", "groups", "task")),
+        _kind(batch_algorithms(), "groups", ("n_features", "hash_bits", "budget"), minItems=1),
+    ]
+
+
+def _algorithm_enum(schema: dict[str, Any]) -> None:
+    schema.update(enum=list(all_algorithms()), type="string")
+
+
 class ModelCreate(BaseModel):
     """``POST /v1/models``.
 
@@ -80,14 +122,10 @@ class ModelCreate(BaseModel):
     family, ``gbfs``, ``nvsd``): a non-empty ``groups`` (named features, costs) and
     ``task``; no feature space of their own and no ``budget``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
-        _kind(ALGORITHMS, "n_features", ("hash_bits", "groups", "task")),
-        _kind(ALGORITHMS, "hash_bits", ("n_features", "groups", "task")),
-        _kind(BATCH_ALGORITHMS, "groups", ("n_features", "hash_bits", "budget"), minItems=1),
-    ]})
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_create_kinds)
 
     name: str = Field(pattern=MODEL_NAME_PATTERN)
-    algorithm: Literal[ALL_ALGORITHMS]
+    algorithm: str = Field(json_schema_extra=_algorithm_enum)
     params: dict[str, Any] = Field(default_factory=dict)
     budget: int | None = Field(default=None, ge=1)
     n_features: int | None = Field(default=None, ge=1, le=2**31 - 1)
@@ -96,9 +134,18 @@ class ModelCreate(BaseModel):
     task: Literal["regression", "classification"] | None = None
     groups: list[GroupSpec] | None = Field(default=None, max_length=10_000)
 
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _known_algorithm(cls, value: Any) -> Any:
+        known = all_algorithms()
+        if not isinstance(value, str) or value not in known:
+            raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                      {"expected": _expected(known)})
+        return value
+
     @model_validator(mode="after")
     def _one_feature_space(self) -> ModelCreate:
-        if self.algorithm in BATCH_FAMILY:
+        if self.algorithm in batch_families():
             return self._check_batch()
         if self.groups is not None or self.task is not None:
             raise ValueError(f"groups and task are for batch models; {self.algorithm} is an "
@@ -141,11 +188,11 @@ class ModelCreate(BaseModel):
     def family(self) -> str:
         """``online``, or the batch family of the algorithm (``anytime``, ``gbfs``,
         ``nvsd``, ``auto``: a key of ``service.batch.families.FAMILIES``)."""
-        return BATCH_FAMILY.get(self.algorithm, "online")
+        return batch_families().get(self.algorithm, "online")
 
     @property
     def is_batch(self) -> bool:
-        return self.algorithm in BATCH_FAMILY
+        return self.algorithm in batch_families()
 
     @property
     def dimension(self) -> int:

@@ -158,7 +158,7 @@ def warm_all(report: Callable[[str], None] | None = None) -> dict[str, str]:
     from algorithms.online._featuremap import DIRECT_MAX_FEATURES
     from service.app import create_app
     from service.batch.families import FAMILIES
-    from service.schemas import ALGORITHMS
+    from service.schemas import online_algorithms
     from service.settings import Settings
 
     report = report or (lambda line: None)
@@ -172,7 +172,7 @@ def warm_all(report: Callable[[str], None] | None = None) -> dict[str, str]:
                             consumer_block_ms=5, job_poll_seconds=0.01,
                             snapshot_every_seconds=3600, version_check_seconds=0.05)
         with TestClient(create_app(settings)) as client:
-            for algorithm in ALGORITHMS:
+            for algorithm in online_algorithms():
                 started = time.perf_counter()
                 _warm_online(client, algorithm, f"warm-{algorithm}", rng, n_features=64)
                 _warm_online(client, algorithm, f"warm-{algorithm}-hashed", rng, hash_bits=8)

@@ -1,6 +1,6 @@
 """Cost-sensitive greedy group sequencing from statistics: CS-G-OMP, CS-G-FR, no-whiten, single.
 
-Seed 000 (Hu, Grubb, Bagnell, Hebert: feature group sequencing for anytime linear prediction).
+Hu, Grubb, Bagnell, Hebert, *Efficient Feature Group Sequencing for Anytime Linear Prediction*.
 With standardized statistics ``C = XᵀX/n + λI``, ``b = XᵀY/n`` and a selected union ``S``:
 ``w(S) = C_S⁻¹ b_S``, ``F(S) = ½ b_Sᵀ C_S⁻¹ b_S``, gradient ``r_g = b_g − C_gS w(S)``. Each step
 picks the remaining group maximizing ``score(g) / c(g)`` with

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 
 from service.cli.remote import UsageError, read_input, remote
 
@@ -161,6 +162,37 @@ def _snapshot_put(client, args: argparse.Namespace) -> int:
     return 0
 
 
+class RegistryHelp(argparse.RawDescriptionHelpFormatter):
+    """Raw descriptions whose ``{online}``, ``{batch}``, ``{algorithms}`` and
+    ``{families}`` are the algorithms and families of the registries, read when the help
+    is printed (importing them costs seconds: the other commands do not pay it)."""
+
+    def _names(self) -> dict[str, str]:
+        from service.batch.families import FAMILIES
+        from service.schemas import batch_algorithms, online_algorithms
+
+        online, batch = online_algorithms(), batch_algorithms()
+        every = [*online, *batch]
+        return {"families": ", ".join(["online", *FAMILIES]),"online": ", ".join(online),
+                "batch": textwrap.fill(", ".join(batch), 66),
+                "algorithms": ", ".join(every[:-1]) + " or " + every[-1]}
+
+    def _fill(self, text: str) -> str:
+        keys = [key for key in ("online", "batch", "algorithms", "families")
+                if f"{{{key}}}" in text]
+        if keys:
+            names = self._names()
+            for key in keys:
+                text = text.replace(f"{{{key}}}", names[key])
+        return text
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(self._fill(text))
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return None if action.help is None else self._fill(action.help)
+
+
 def add_model_chores(commands, options: argparse.ArgumentParser) -> None:
     """``models`` and ``snapshot``."""
     raw = argparse.RawDescriptionHelpFormatter
@@ -171,27 +203,22 @@ def add_model_chores(commands, options: argparse.ArgumentParser) -> None:
     actions = models.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     listing = actions.add_parser(
-        "list", parents=[options], formatter_class=raw, epilog=_MODELS_EXAMPLES,
+        "list", parents=[options], formatter_class=RegistryHelp, epilog=_MODELS_EXAMPLES,
         help="every model, one line each",
-        description="A table of every model: name, algorithm, family (online, anytime,\n"
-                    "gbfs, nvsd), examples applied, progressive accuracy (online models)\n"
-                    "and the served version (batch models).")
+        description="A table of every model: name, algorithm, family ({families}),\n"
+                    "examples applied, progressive accuracy (online models) and the served\n"
+                    "version (batch models).")
     listing.add_argument("--json", action="store_true", help="print the raw JSON instead")
     listing.set_defaults(handler=_models_list)
 
     create = actions.add_parser(
-        "create", parents=[options], formatter_class=raw, epilog=_CREATE_EXAMPLES,
+        "create", parents=[options], formatter_class=RegistryHelp, epilog=_CREATE_EXAMPLES,
         help="create a model (online: --n-features or --hash-bits; batch: --group)",
-        description="Create model NAME. Online learners (pet, fofs, sofs, ogd, arow) take\n"
-                    "exactly one of --n-features and --hash-bits; batch models (cs-g-omp,\n"
-                    "cs-g-fr, doubling, no-whiten, single, group-lasso, gbfs, nvsd, auto)\n"
-                    "take feature groups with costs.")
+        description="Create model NAME. Online learners ({online}) take\n"
+                    "exactly one of --n-features and --hash-bits; batch models\n"
+                    "({batch}) take feature groups with costs.")
     create.add_argument("name", metavar="NAME", help="the model's name")
-    # listed by hand: importing the registries costs the CLI seconds of start-up; a test
-    # (tests/clients/test_cli_chores.py) keeps these lists the registries' own
-    create.add_argument("--algorithm", required=True,
-                        help="pet, fofs, sofs, ogd, arow, cs-g-omp, cs-g-fr, doubling, "
-                             "no-whiten, single, group-lasso, gbfs, nvsd or auto")
+    create.add_argument("--algorithm", required=True, help="{algorithms}")
     create.add_argument("--n-features", type=int, help="online: the dimension (0-based "
                                                        "indices)")
     create.add_argument("--hash-bits", type=int, help="online: hash named features into "

@@ -240,15 +240,21 @@ def _subparser(parser, *path):
 
 
 def test_create_help_names_every_algorithm_of_the_registries():
-    """The CLI lists the algorithms by hand (importing the registries costs it seconds of
-    start-up): the list must be the API's, online and batch, in the registries' order."""
-    from service.schemas import ALGORITHMS, BATCH_ALGORITHMS
+    """The CLI's help reads the algorithms from the registries when it is printed: the
+    lists are the API's, online and batch, in the registries' order."""
+    from service.batch.families import FAMILIES
+    from service.schemas import batch_algorithms, online_algorithms
 
     create = _subparser(build_parser(), "models", "create")
-    algorithm = next(a for a in create._actions if a.dest == "algorithm")
-    named = re.findall(r"[a-z][a-z-]*", algorithm.help.replace(" or ", ", "))
-    assert named == [*ALGORITHMS, *BATCH_ALGORITHMS]
-    online, batch = re.search(r"Online learners \(([^)]*)\).*batch models \(([^)]*)\)",
-                              create.description, re.S).groups()
-    assert re.findall(r"[a-z][a-z-]*", online) == list(ALGORITHMS)
-    assert re.findall(r"[a-z][a-z-]*", batch) == list(BATCH_ALGORITHMS)
+    text = create.format_help()
+    action = next(a for a in create._actions if a.dest == "algorithm")
+    algorithm = create._get_formatter()._expand_help(action)
+    named = re.findall(r"[a-z][a-z-]*", algorithm.replace(" or ", ", "))
+    assert named == [*online_algorithms(), *batch_algorithms()]
+    online, batch = re.search(r"Online learners \(([^)]*)\).*batch models\s+\(([^)]*)\)",
+                              text, re.S).groups()
+    assert re.findall(r"[a-z][a-z-]*", online) == list(online_algorithms())
+    assert re.findall(r"[a-z][a-z-]*", batch) == list(batch_algorithms())
+    listing = _subparser(build_parser(), "models", "list").format_help()
+    families = re.search(r"family \(([^)]*)\)", listing).group(1)
+    assert families.split(", ") == ["online", *FAMILIES]

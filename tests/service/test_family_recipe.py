@@ -5,9 +5,9 @@ line (``FAMILIES["toy"] = ToyFamily()``); nothing else in the service changes, a
 real app creates the model, folds its examples, retrains it and answers predict, next and
 sequence (JSON and page) for it.
 
-The registration must come before ``service.schemas`` is imported (the API's algorithms
-are derived from the registry then, as for the families registered in
-``service/batch/families/__init__.py``), so the app is driven in a fresh interpreter.
+The app is driven in a fresh interpreter, so the toy family is registered in no other
+test's process; the API reads its algorithms from the registry when it uses them, so the
+registration may come before or after ``service.schemas`` is imported (the last test).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class ToyFamily(BatchFamily):
 
 
 def register() -> None:
-    """The recipe's one registry line (here at run time, before the app is imported)."""
+    """The recipe's one registry line (here at run time)."""
     FAMILIES["toy"] = ToyFamily()
 
 
@@ -227,3 +227,28 @@ def test_a_toy_family_is_one_adapter_and_one_registry_line():
     assert prefixes[0]["validation_rmse"] == predict["expected_rmse"]
     status, page = out["page"]
     assert status == 200 and "RMSE" in page and "middle" in page and "<svg" in page
+
+
+def test_a_family_registered_after_the_schemas_are_imported_is_an_algorithm_of_the_api():
+    """No import-order effect: the API's algorithms (validation, the JSON schema, the CLI's
+    help) are read from the registry when used, not frozen when ``service.schemas`` is
+    imported."""
+    from service.cli.parser import build_parser
+    from service.schemas import ModelCreate, all_algorithms, batch_families
+
+    body = {"name": "toy", "algorithm": "toy-mean", "groups": GROUPS}
+    assert "toy-mean" not in all_algorithms()
+    try:
+        register()
+        spec = ModelCreate.model_validate(body)
+        assert spec.is_batch and spec.family == "toy" and batch_families()["toy-mean"] == "toy"
+        schema = ModelCreate.model_json_schema()
+        assert "toy-mean" in schema["properties"]["algorithm"]["enum"]
+        assert "toy-mean" in schema["oneOf"][2]["properties"]["algorithm"]["enum"]
+        commands = next(a for a in build_parser()._actions if a.dest == "command")
+        create = next(a for a in commands.choices["models"]._actions
+                      if a.dest == "action").choices["create"]
+        assert "toy-mean" in create.format_help()
+    finally:
+        FAMILIES.pop("toy", None)
+    assert "toy-mean" not in all_algorithms()

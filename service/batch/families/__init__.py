@@ -1,8 +1,9 @@
 """The batch families: one adapter each (``base.BatchFamily``), in one registry.
 
-``FAMILIES`` maps a family's name to its adapter; the API's batch algorithms
-(``service.schemas``) and every family-specific step of the service (params, fit, fold
-state, artifact, sizes, pages) come from it. A new family is its algorithm package, one
+``FAMILIES`` maps a family's name to its adapter; the API's and the CLI's batch
+algorithms (``service.schemas``, read from it when used, never at import) and every
+family-specific step of the service (params, fit, fold state, artifact, sizes, pages) come
+from it. A new family is its algorithm package, one
 adapter file here, one line below, a case of the check suite and its docs
 (docs/architecture.md, "Adding a batch family").
 """
