@@ -7,6 +7,8 @@
     python benchmarks/acquisition_quality.py --no-spambase         # the synthetic and bundled sets
     python benchmarks/acquisition_quality.py --datasets friedman1 --no-spambase --merge
                                         # rerun one set into the JSON, keeping the others
+    python benchmarks/acquisition_quality.py --torch-peers      # also GDFS and DIME (torch)
+    python benchmarks/acquisition_quality.py --add gdfs,dime    # only them, into the JSON
 
 Protocol (after Aronsson et al., AFABench, 2025): each data set is split 60/20/20 (seeded)
 into training rows (the predictor's fit), a held-out window (the policies' neighbours and
@@ -28,8 +30,13 @@ held-out window with the GBFS scorer, as the gbfs family serves it; for CUBE the
 on the held-out log-loss), ``random`` (a random order, skipping groups that do not fit),
 ``cegb`` (LightGBM's cost-efficient gradient boosting, ``cegb_penalty_feature_lazy`` =
 scale x group cost / group size per feature, a sweep of scales; a row pays for every
-group a tree path of it reads), and the bounds ``full`` (every group) and ``oracle`` (per
-row, the set within the cap with the least loss on the row's own label). Metrics:
+group a tree path of it reads), with ``--torch-peers`` GDFS and DIME
+(``benchmarks/torch_peers.py``: their choices answered by the shared predictor, and
+``own_area`` by their own networks), and the bounds ``full`` (every group) and ``oracle``
+(per row, the set within the cap with the least loss on the row's own label). Beside
+them ``ours-auto``: the product as deployed, the gated policy over the ``auto`` family's
+predictor (``fit_auto_predictor``), answered by it: the system to set beside the neural
+peers' own networks. Metrics:
 accuracy (AUROC too for binary sets) or explained variance; per policy the normalised
 area under metric vs mean cost (trapezoids through (0, metric of the empty set) and the
 cap points, flat to the total cost, divided by it), the metric at each cap and the least
@@ -94,6 +101,7 @@ from algorithms.datasets.grouped_synthetic import (  # noqa: E402
 )
 from algorithms.gbfs import GBFS  # noqa: E402
 from algorithms.per_set import PerSetChoice, SetFigures  # noqa: E402
+from algorithms.per_set.choice import GBFS_CLASSIFICATION  # noqa: E402
 from algorithms.per_set.forward import forward_specialist_sets  # noqa: E402
 from benchmarks._report import machine, table  # noqa: E402
 from benchmarks.budget_quality import (  # noqa: E402
@@ -108,6 +116,8 @@ LAMBDA_SCALES = (2.0, 1.0, 0.5, 0.25, 0.1)
 CEGB_SCALES = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0)
 CAP_RATE = 0.0            # capped episodes: a policy stops when no set lowers its loss
 POLICIES = ("ours", "aaco", "greedy-knn", "per-set", "random", "cegb", "full", "oracle")
+TORCH_POLICIES = ("gdfs", "dime")   # --torch-peers (PyTorch on the CPU, benchmarks/torch_peers.py)
+SYSTEM_POLICIES = ("ours-auto",)   # ours over the predictor a user deploys (``auto``)
 MAX_GROUPS = 10           # the exact search's pool on sets with more groups
 SPAMBASE_K = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20, 25)
 GDFS_AUROC = (82.74, 88.83, 92.62, 95.25, 95.76, 96.27, 96.36, 96.61, 96.66, 96.92, 97.99,
@@ -310,13 +320,131 @@ def oracle_sets(test_table: LossTable, cap: float) -> list[tuple[int, ...]]:
             for i in range(test_table.n_rows)]
 
 
-def run_dataset(name: str, data: Data, seed: int, quick: bool) -> dict[str, Any]:
-    """Every policy on one seeded split of one data set."""
+def split(data: Data, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(train, window, test)`` row indices: the seeded 60/20/20 split (stratified for
+    classification)."""
     strat = data.y if data.kind != "regression" else None
     index = np.arange(data.y.size)
     rest, test = train_test_split(index, test_size=0.2, stratify=strat, random_state=seed)
     train, val = train_test_split(rest, test_size=0.25, random_state=seed,
                                   stratify=None if strat is None else strat[rest])
+    return train, val, test
+
+
+def torch_peer_results(data: Data, seed: int, predict=None, quick: bool = False
+                       ) -> dict[str, Any]:
+    """GDFS and DIME (``benchmarks/torch_peers.py``) on the seeded split: per policy its
+    cap points (the groups it acquires answered by the shared predictor ``predict``, the
+    GBFS of the other policies, fitted here when None; ``own``: by the network's own
+    predictor), area, cost to 99 %, and for DIME the exchange-rate sweep."""
+    import torch
+
+    from benchmarks.torch_peers import DIME, GDFS
+
+    torch.set_num_threads(1)
+    train, val, test = split(data, seed)
+    X, y = data.X, data.y
+    if predict is None:
+        predict, _ = fit_predictor(data, X[train], y[train], seed)
+    key, total = primary(data), float(data.costs.sum())
+    n_classes = int(y.max()) + 1 if data.kind == "multiclass" else 2
+
+    def evaluate(model, sets) -> dict[str, Any]:
+        out = metrics(data, y[test], predict(masked_rows(data, X[test], sets)))
+        out["mean_cost"] = float(np.mean([data.costs[list(S)].sum() for S in sets]))
+        out["own"] = metrics(data, y[test], model.predict_output(X[test], sets))
+        return out
+
+    empty = metrics(data, y[test], predict(masked_rows(data, X[test], [()] * len(test))))
+    full = metrics(data, y[test], predict(masked_rows(
+        data, X[test], [tuple(range(len(data.groups)))] * len(test))))
+    out: dict[str, Any] = {}
+    for name, cls in (("gdfs", GDFS), ("dime", DIME)):
+        started = time.perf_counter()
+        model = cls(data.groups, data.costs, data.kind, n_classes, random_state=seed).fit(
+            X[train], y[train], X[val], y[val])
+        fit_seconds = time.perf_counter() - started
+        caps, decide = [], 0.0
+        for fraction in CAP_FRACTIONS:
+            started = time.perf_counter()
+            sets = model.episodes(X[test], max_cost=fraction * total)
+            decide += time.perf_counter() - started
+            caps.append({"fraction": fraction, "cap": fraction * total, **evaluate(model, sets)})
+        points = [(c["mean_cost"], c[key]) for c in caps]
+        own_empty = metrics(data, y[test], model.predict_output(X[test], [()] * len(test)))
+        entry = {"caps": caps, "area": curve_area(points, empty[key], total),
+                 "own_area": curve_area([(c["mean_cost"], c["own"][key]) for c in caps],
+                                        own_empty[key], total),
+                 "cost_to_99": cost_to_reach(points, 0.99 * full[key]),
+                 "fit_seconds": fit_seconds,
+                 "ms_per_decision": 1000 * decide / (len(test) * len(CAP_FRACTIONS))}
+        if name == "dime" and not quick:
+            unit = model.loss_unit(X[val], y[val])
+            entry["lambda_sweep"] = [
+                {"lambda": scale * unit,
+                 **evaluate(model, model.episodes(X[test], max_cost=None,
+                                                  exchange_rate=scale * unit))}
+                for scale in LAMBDA_SCALES]
+        out[name] = entry
+    return out
+
+
+def fit_auto_predictor(data: Data, Xtr, ytr, Xva, yva, seed: int):
+    """The predictor the service's ``auto`` family fits: ``PerSetChoice`` with its defaults
+    (binary labels as -1 / +1), the window as its validation rows; for K classes its GBFS
+    half alone, a softmax GBFS with that half's defaults. The masked-row ``predict``."""
+    task = "regression" if data.kind == "regression" else "classification"
+    if data.kind == "multiclass":
+        model = GBFS(loss="softmax", feature_groups=data.groups, group_costs=data.costs,
+                     random_state=seed, **GBFS_CLASSIFICATION).fit(Xtr, ytr)
+        return masked_predictor(model, task)
+    target = ytr if task == "regression" else np.where(ytr > 0.5, 1.0, -1.0)
+    held = yva if task == "regression" else np.where(yva > 0.5, 1.0, -1.0)
+    model = PerSetChoice(task=task, groups=data.groups, costs=data.costs).fit(
+        Xtr, target, X_val=Xva, y_val=held)
+    return set_predictor(model, data.groups, task)
+
+
+def system_results(data: Data, seed: int) -> dict[str, Any]:
+    """``ours-auto``: the product as a user deploys it, the gated per-example policy over
+    ``auto``'s predictor (``fit_auto_predictor``, its per-set rule the fallback inside the
+    policy), episodes answered by ``auto``; to set beside the neural peers' own networks."""
+    train, val, test = split(data, seed)
+    X, y = data.X, data.y
+    loss = "squared" if data.kind == "regression" else "log"
+    started = time.perf_counter()
+    predict = fit_auto_predictor(data, X[train], y[train], X[val], y[val], seed)
+    fit_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    policy = ConditionedAcquisition(max_groups=MAX_GROUPS, random_state=seed).fit(
+        predict, X[val], y[val], groups=data.groups, costs=data.costs, loss=loss)
+    policy_seconds = time.perf_counter() - started
+    key, total = primary(data), float(data.costs.sum())
+
+    def evaluate(sets) -> dict[str, float]:
+        out = metrics(data, y[test], predict(masked_rows(data, X[test], sets)))
+        out["mean_cost"] = float(np.mean([data.costs[list(S)].sum() for S in sets]))
+        return out
+
+    empty = evaluate([()] * len(test))
+    full = evaluate([tuple(range(len(data.groups)))] * len(test))
+    rate = CAP_RATE if policy.per_example_ else None
+    caps = [{"fraction": f, "cap": f * total,
+             **evaluate([tuple(sorted(policy.episode(x, max_cost=f * total,
+                                                     exchange_rate=rate)))
+                         for x in X[test]])} for f in CAP_FRACTIONS]
+    points = [(c["mean_cost"], c[key]) for c in caps]
+    return {"ours-auto": {"caps": caps, "area": curve_area(points, empty[key], total),
+                          "cost_to_99": cost_to_reach(points, 0.99 * full[key]),
+                          "full": full, "gate": policy.gate_, "fit_seconds": fit_seconds,
+                          "policy_fit_seconds": policy_seconds}}
+
+
+def run_dataset(name: str, data: Data, seed: int, quick: bool,
+                torch_peers: bool = False) -> dict[str, Any]:
+    """Every policy on one seeded split of one data set (GDFS and DIME with
+    ``torch_peers``)."""
+    train, val, test = split(data, seed)
     X, y = data.X, data.y
     Xtr, ytr, Xva, yva, Xte, yte = X[train], y[train], X[val], y[val], X[test], y[test]
     loss = "squared" if data.kind == "regression" else "log"
@@ -396,6 +524,9 @@ def run_dataset(name: str, data: Data, seed: int, quick: bool) -> dict[str, Any]
     result["policies"]["cegb"] = {"points": cegb, "area": curve_area(points, empty[key], total),
                                   "cost_to_99": cost_to_reach(points, 0.99 * full[key])}
     result["policies"]["full"] = {"area": full[key], "cost_to_99": total}
+    result["policies"].update(system_results(data, seed))
+    if torch_peers:
+        result["policies"].update(torch_peer_results(data, seed, predict, quick))
     return result
 
 
@@ -497,6 +628,36 @@ def run_spambase(path: Path, steps: int = SPAMBASE_STEPS,
                                                             "test": int(test.size)}}
 
 
+def spambase_torch_peers(path: Path) -> dict[str, Any]:
+    """GDFS and DIME re-implemented (``benchmarks/torch_peers.py``) on GDFS's Spambase
+    protocol, each answered by its own network: per k, AUROC and accuracy (%) as
+    ``gdfs_torch_*`` and ``dime_torch_*`` (beside the published ``gdfs_*``), trained
+    unrolling ``max(SPAMBASE_K)`` selections."""
+    import torch
+
+    from benchmarks.torch_peers import DIME, GDFS
+
+    torch.set_num_threads(1)
+    data, train, val, test = load_spambase(path)
+    X, y = data.X, data.y
+    figures: dict[int, dict[str, float]] = {k: {} for k in SPAMBASE_K}
+    seconds = {}
+    for name, cls in (("gdfs_torch", GDFS), ("dime_torch", DIME)):
+        started = time.perf_counter()
+        model = cls(data.groups, data.costs, "binary", steps=max(SPAMBASE_K),
+                    random_state=0).fit(X[train], y[train], X[val], y[val])
+        seconds[name] = time.perf_counter() - started
+        for k in SPAMBASE_K:
+            sets = model.episodes(X[test], max_cost=float(k))
+            out = metrics(data, y[test], model.predict_output(X[test], sets))
+            figures[k][f"{name}_auroc"] = round(100 * out["auroc"], 2)
+            figures[k][f"{name}_accuracy"] = round(100 * out["accuracy"], 2)
+        print(f"spambase {name}: " + ", ".join(
+            f"k={k} {figures[k][name + '_auroc']} / {figures[k][name + '_accuracy']}"
+            for k in SPAMBASE_K) + f" ({seconds[name]:.0f} s)", flush=True)
+    return {"figures": figures, "fit_seconds": seconds}
+
+
 def _order(choose: Callable[[tuple[int, ...]], int | None], steps: int) -> list[int]:
     """The per-set path of ``choose`` from the empty set, ``steps`` groups long."""
     order: list[int] = []
@@ -513,7 +674,7 @@ def aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
     for name in sorted({r["dataset"] for r in results}):
         mine = [r for r in results if r["dataset"] == name]
         entry = {}
-        for policy in POLICIES:
+        for policy in present_policies(mine):
             areas = np.array([r["policies"][policy]["area"] for r in mine])
             row: dict[str, Any] = {"area": float(areas.mean()),
                                    "area_se": _se(areas)}
@@ -531,11 +692,20 @@ def aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
             ms = [r["policies"][policy].get("ms_per_decision") for r in mine]
             if ms[0] is not None:
                 row["ms_per_decision"] = float(np.mean(ms))
+            if "own_area" in mine[0]["policies"][policy]:
+                own = np.array([r["policies"][policy]["own_area"] for r in mine])
+                row["own_area"], row["own_area_se"] = float(own.mean()), _se(own)
             entry[policy] = row
         entry["gate_on"] = sum(bool(r["gate"]["per_example"]) for r in mine)
         entry["seeds"] = len(mine)
         out[name] = entry
     return out
+
+
+def present_policies(results: list[dict[str, Any]]) -> list[str]:
+    """The policies every one of ``results`` ran, in table order."""
+    return [p for p in (*POLICIES, *SYSTEM_POLICIES, *TORCH_POLICIES)
+            if all(p in r["policies"] for r in results)]
 
 
 MERGE_KEYS = ("quick", "seeds", "n", "cap_fractions", "lambda_scales", "cegb_scales",
@@ -586,7 +756,8 @@ def _se(values: np.ndarray) -> float:
 def report(aggregates: dict[str, Any], spambase: dict[str, Any] | None) -> str:
     rows = []
     for name, entry in aggregates.items():
-        for policy in POLICIES:
+        for policy in [p for p in (*POLICIES, *SYSTEM_POLICIES, *TORCH_POLICIES)
+                       if p in entry]:
             a = entry[policy]
             caps = a.get("at_caps")
             rows.append({"data set": name, "policy": policy,
@@ -602,8 +773,10 @@ def report(aggregates: dict[str, Any], spambase: dict[str, Any] | None) -> str:
                         "at 25 / 50 / 100 %", "cost to 99 %", "gate on"],
                  "Area under metric vs mean cost (mean ± se over seeds)")
     if spambase:
-        columns = ["k", "gdfs_auroc", *(f"{p}_auroc" for p in SPAMBASE_POLICIES),
-                   "gdfs_accuracy", *(f"{p}_accuracy" for p in SPAMBASE_POLICIES)]
+        peers = [p for p in ("gdfs_torch", "dime_torch") if f"{p}_auroc" in spambase["rows"][0]]
+        columns = ["k", "gdfs_auroc", *(f"{p}_auroc" for p in (*SPAMBASE_POLICIES, *peers)),
+                   "gdfs_accuracy",
+                   *(f"{p}_accuracy" for p in (*SPAMBASE_POLICIES, *peers))]
         text += "\n" + table(spambase["rows"], columns, "Spambase, GDFS's protocol (%)")
     return text
 
@@ -627,7 +800,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="merge into the existing --out: the sets run here replace "
                         "theirs, every other set (and Spambase, unless run) stays; the "
                         "configuration (seeds, n, caps, ...) must match")
+    parser.add_argument("--torch-peers", action="store_true",
+                        help="also GDFS and DIME (PyTorch on the CPU: pip install torch)")
+    parser.add_argument("--add", metavar="POLICIES",
+                        help="only these of " + ", ".join((*SYSTEM_POLICIES, *TORCH_POLICIES))
+                        + " (comma-separated), added to the results already in --out for "
+                        "the same sets and splits; every other policy stays")
     args = parser.parse_args(argv)
+    if args.add:
+        extra = args.add.split(",")
+        unknown = [p for p in extra if p not in (*SYSTEM_POLICIES, *TORCH_POLICIES)]
+        if unknown:
+            parser.error(f"--add: unknown policies {unknown}")
+        return add_policies(args.out, extra, args.datasets, None if args.no_spambase else
+                            args.spambase or DEFAULT_SPAMBASE)
     names = list(QUICK_DATASETS if args.quick else DATASETS) if args.datasets is None else \
         [] if args.datasets == "none" else args.datasets.split(",")
     unknown = [n for n in names if n not in DATASETS]
@@ -657,7 +843,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(seeds):
             started = time.perf_counter()
             data = DATASETS[name](n, seed)
-            results.append(run_dataset(name, data, seed, args.quick))
+            results.append(run_dataset(name, data, seed, args.quick, args.torch_peers))
             ours = results[-1]["policies"]
             print(f"{name} seed {seed}: ours {ours['ours']['area']:.4f}, per-set "
                   f"{ours['per-set']['area']:.4f}, aaco {ours['aaco']['area']:.4f} "
@@ -672,6 +858,53 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"no Spambase CSV at {spambase_path}: skipped", flush=True)
     print(write())
+    return 0
+
+
+def add_policies(out: Path, policies: list[str], datasets: str | None,
+                 spambase: Path | None) -> int:
+    """``policies`` (of ``SYSTEM_POLICIES`` and ``TORCH_POLICIES``) on every result already
+    in ``out`` (or those of ``datasets``), on the same seeded splits and rows, and the
+    neural peers on Spambase when ``out`` has its part and ``spambase`` is given; the
+    aggregates recomputed, the run listed in ``runs``."""
+    payload = json.loads(out.read_text())
+    torch_peers = any(p in TORCH_POLICIES for p in policies)
+    on_spambase = torch_peers and spambase is not None and bool(payload.get("spambase"))
+    if on_spambase and not spambase.exists():
+        print(f"no Spambase CSV at {spambase}: its peers skipped", flush=True)
+    elif on_spambase:
+        peers = spambase_torch_peers(spambase)
+        for row in payload["spambase"]["rows"]:
+            row.update(peers["figures"][row["k"]])
+        payload["spambase"]["torch_fit_seconds"] = peers["fit_seconds"]
+        out.write_text(json.dumps(payload, indent=1, default=float))
+    n = payload["config"]["n"]
+    names = payload["config"]["datasets"] if datasets is None else \
+        [] if datasets == "none" else datasets.split(",")
+    for r in payload["results"]:
+        if r["dataset"] not in names:
+            continue
+        started = time.perf_counter()
+        data = DATASETS[r["dataset"]](n, r["seed"])
+        peers = system_results(data, r["seed"]) if "ours-auto" in policies else {}
+        if torch_peers:
+            peers.update(torch_peer_results(data, r["seed"], quick=payload["config"]["quick"]))
+        peers = {p: entry for p, entry in peers.items() if p in policies}
+        r["policies"].update(peers)
+        print(f"{r['dataset']} seed {r['seed']}: " + ", ".join(
+            f"{p} {peers[p]['area']:.4f}" + (f" (own {peers[p]['own_area']:.4f})"
+                                             if "own_area" in peers[p] else "")
+            for p in peers)
+            + f", ours {r['policies']['ours']['area']:.4f}, aaco "
+            f"{r['policies']['aaco']['area']:.4f} ({time.perf_counter() - started:.0f} s)",
+            flush=True)
+        payload["aggregates"] = aggregate(payload["results"])
+        out.write_text(json.dumps(payload, indent=1, default=float))
+    payload.setdefault("runs", []).append({"datasets": names, "policies": policies,
+                                           "spambase": on_spambase and spambase.exists(),
+                                           "machine": machine()})
+    out.write_text(json.dumps(payload, indent=1, default=float))
+    print(report(payload["aggregates"], payload["spambase"]))
     return 0
 
 

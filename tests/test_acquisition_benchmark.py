@@ -29,6 +29,8 @@ def test_quick_acquisition_benchmark_has_every_policy(tmp_path):
     assert set(entry) >= POLICIES
     for policy in POLICIES:
         assert math.isfinite(entry[policy]["area"]), policy
+    # the product as deployed: the gated policy over auto's predictor, answered by it
+    assert 0.0 <= entry["ours-auto"]["area"] <= 1.0
     (run,) = result["results"]
     for policy in ("ours", "aaco", "greedy-knn", "per-set", "random", "oracle"):
         caps = run["policies"][policy]["caps"]
