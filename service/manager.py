@@ -28,9 +28,9 @@ from service.errors import (
 )
 from service.fold_loop import cancel_and_wait
 from service.following import follow_model_events, follow_snapshot_requests
-from service.hosting import Host
 from service.ingest import ExampleBatch
-from service.online import OnlineModels
+from service.model_interface import Host
+from service.online.models import OnlineModels
 from service.placement import Membership
 from service.priority import in_background
 from service.schemas import ModelCreate, ModelSpec
@@ -55,7 +55,7 @@ class ModelManager:
     """Which models this process hosts, whatever their kind: create, delete, look up,
     follow other processes' creates and deletes (shared backends), and append examples.
     Everything else a route asks of a model is a method of its host
-    (:class:`~service.hosting.Host`), served by the model's kind: :class:`OnlineModels` or
+    (:class:`~service.model_interface.Host`), served by the model's kind: :class:`OnlineModels` or
     :class:`BatchModels`."""
 
     def __init__(self, storage: Storage, settings, answers: AnswerPool | None = None) -> None:

@@ -18,7 +18,7 @@ from service.batch import policy_summary
 from service.batch.ingest import parse_batch_body
 from service.batch.spec import BatchLayout, split_params
 from service.errors import ConflictError
-from service.hosting import Host
+from service.model_interface import Host
 from service.priority import in_background
 from service.schemas import ModelSpec
 
@@ -27,7 +27,7 @@ log = logging.getLogger("featurebudget.batch")
 
 class BatchHost(Host):
     """One batch model in this process: its layout and served version; the route-facing
-    methods of :class:`~service.hosting.Host` are calls into ``models``
+    methods of :class:`~service.model_interface.Host` are calls into ``models``
     (:class:`~service.batch.models.BatchModels`)."""
 
     kind = "batch"

@@ -242,7 +242,7 @@ class Storage(abc.ABC):
         """The process holding the model's lease, None when it is free."""
         return None
 
-    # the serving view (service.view): what every process answers from (shared backends)
+    # the serving view (service.online.view): what every process answers from (shared backends)
     async def publish_view(self, model: str, token: str, blob: bytes, *,
                            owner: str | None = None) -> bool:
         """Store the view ``blob`` under ``token`` ("<log id> <nonce>") and the applied

@@ -17,7 +17,7 @@ import algorithms.memory as memory
 from algorithms.online import LEARNERS
 from algorithms.online import _hashmap as cuckoo
 from algorithms.online._featuremap import DIRECT_MAX_FEATURES, allocate_map, map_bytes
-from service import online
+from service.online import models as online
 from service.schemas import ModelCreate
 
 # The cases of the report: (body, the field a 422 names); d = 3e6 with B = 1e12 fits (201)

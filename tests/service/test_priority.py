@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from service import priority
-from service.fold import parser_pool
+from service.online.fold import parser_pool
 
 
 def _nice() -> int:

@@ -13,7 +13,7 @@ import pytest
 
 from algorithms.online import LEARNERS
 from algorithms.sparse import CSRBatch
-from service.view import ServingView, ViewFormatError, decode
+from service.online.view import ServingView, ViewFormatError, decode
 from tests.support.online import json_examples
 from tests.support.processes import serve_on_redis, wait_ready
 
@@ -133,8 +133,8 @@ def test_a_new_owner_answers_from_the_newer_view_until_its_replay_catches_up():
     """A process that served a model from the owner's view and then takes the fold over
     from an older snapshot (here none) must not answer older than it did a moment before:
     the view serves until the learner has replayed past it."""
-    from service.host import ModelHost
     from service.ingest import ExampleBatch
+    from service.online.host import ModelHost
     from service.schemas import ModelSpec
 
     spec = ModelSpec(name="m", algorithm="ogd", n_features=10)

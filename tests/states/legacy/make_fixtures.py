@@ -79,7 +79,7 @@ def online() -> None:
 
 
 def online_snapshot() -> None:
-    from service.host import ModelHost
+    from service.online.host import ModelHost
     from service.schemas import ModelSpec
 
     rng = np.random.default_rng(1)

@@ -1,8 +1,8 @@
-"""The online models of an API process: a :class:`~service.host.ModelHost` and a
-:class:`~service.fold.ModelFold` per model, and what the routes ask of them (predictions,
+"""The online models of an API process: a :class:`~service.online.host.ModelHost` and a
+:class:`~service.online.fold.ModelFold` per model, and what the routes ask of them (predictions,
 feedback, descriptions, snapshots, waiting for the fold).
 
-The routes call these through the host (:mod:`service.hosting`); the methods never touch a
+The routes call these through the host (:mod:`service.model_interface`); the methods never touch a
 learner's weights except through the log and the fold.
 """
 
@@ -27,16 +27,16 @@ from service.errors import (
     WaitTimeoutError,
     item_error,
 )
-from service.fold import ModelFold
 from service.fold_loop import LeaseLost
 from service.following import current_snapshot
-from service.host import ModelHost, check_learner
 from service.ingest import ExampleBatch, parse_json_examples
+from service.online.fold import ModelFold
+from service.online.host import ModelHost, check_learner
+from service.online.view import ViewFormatError
+from service.online.view import decode as decode_view
 from service.priority import in_background
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import ModelChangedError, Storage, id_key
-from service.view import ViewFormatError
-from service.view import decode as decode_view
 
 log = logging.getLogger("featurebudget.manager")
 _SCORE = struct.Struct("<d")
@@ -98,7 +98,7 @@ class OnlineModels:
 
     async def validate(self, request: ModelCreate, check_total) -> None:
         """Sizes first, then every argument the learner's constructor checks, from the
-        parameters alone (:func:`~service.host.check_learner`: O(1), nothing allocated);
+        parameters alone (:func:`~service.online.host.check_learner`: O(1), nothing allocated);
         InputError naming the field."""
         if self.model_bytes(request) <= self.settings.max_model_bytes:
             check_total(request)  # (larger: check_learner's 422 names the limit)

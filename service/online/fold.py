@@ -12,7 +12,7 @@ instead. The owner:
    kernels release the GIL). While one micro-batch is applied the next one is already read
    and parsed (at most two micro-batches in memory, each of at most
    ``microbatch_max_bytes`` when entries are alike: the read count adapts to entry sizes);
-3. acknowledges the entries, publishes the serving view (:mod:`service.view`: the non-zero
+3. acknowledges the entries, publishes the serving view (:mod:`service.online.view`: the non-zero
    weights and counters every other API process answers from), and every N examples / T
    seconds writes a snapshot, then trims the log below the snapshot's id.
 
@@ -33,8 +33,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from service import metrics
 from service.errors import InputError
 from service.fold_loop import Fold
-from service.host import ModelHost
 from service.ingest import ExampleBatch, parse_entry
+from service.online.host import ModelHost
 from service.priority import in_background, lower_priority
 from service.storage import LogEntry, Storage
 

@@ -1,6 +1,6 @@
 """The one interface the routes call on a model, whatever its kind.
 
-An online model (:class:`service.host.ModelHost`) learns every example as it is folded; a
+An online model (:class:`service.online.host.ModelHost`) learns every example as it is folded; a
 batch model (:class:`service.batch.host.BatchHost`) folds statistics and serves versions
 its retrains publish. Both are a :class:`Host`: the routes parse examples, predict,
 describe, export and restore snapshots and wait for the fold through these methods, never

@@ -3,7 +3,7 @@
 A model is a fold over its log: ``state_n = learner.partial_fit(state_{n-1}, entry_n)``.
 The host applies micro-batches (in a worker thread, under ``lock``), records the id of the
 last applied entry with the state, and writes snapshots holding both. Only the
-:mod:`service.fold` mutates a learner; routes append to the log.
+:mod:`service.online.fold` mutates a learner; routes append to the log.
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ from algorithms.online.base import signed_labels
 from algorithms.serialization import StateFormatError, dumps_state, loads_state
 from algorithms.states import state_kind
 from service.errors import ConflictError, InputError, UnsupportedMediaTypeError, item_error
-from service.hosting import Host
 from service.ingest import (
     ExampleBatch,
     decode_bin,
     parse_json_body,
     parse_libsvm_body,
 )
+from service.model_interface import Host
+from service.online.view import ServingView, top_names
 from service.priority import yield_to_predictions
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import id_key
-from service.view import ServingView, top_names
 
 _SERVICE_KEYS = ("svc_log_id", "svc_progressive_examples", "svc_progressive_correct",
                  "svc_feature_names", "svc_model", "svc_format_version")
@@ -120,7 +120,7 @@ def make_hasher(bits: int | None):
 
 class ModelHost(Host):
     """One online model in this process: its learner, log position and counters; the
-    route-facing methods of :class:`~service.hosting.Host` are calls into ``models``
+    route-facing methods of :class:`~service.model_interface.Host` are calls into ``models``
     (:class:`~service.online.OnlineModels`)."""
 
     kind = "online"
@@ -138,7 +138,7 @@ class ModelHost(Host):
         self.feature_names_max = feature_names_max
         self.lock = threading.Lock()  # held while the learner changes
         self.owner = False
-        self.fold = None  # the model's fold in this process (service.fold.ModelFold)
+        self.fold = None  # the model's fold in this process (service.online.fold.ModelFold)
         self._applied_event = asyncio.Event()
         self.view: ServingView | None = None  # newest published view (other processes)
         self.view_token: str | None = None
@@ -303,7 +303,7 @@ class ModelHost(Host):
 
     def serving(self):
         """What to answer from: the learner, or a newer published view (see
-        :mod:`service.view`). A process that does not fold the model answers from the view
+        :mod:`service.online.view`). A process that does not fold the model answers from the view
         when it is at least as new; one that has just taken the fold over (from an older
         snapshot, replaying the log after it) answers from the view it served before until
         its learner has caught up, so its answers never go back in the log."""
