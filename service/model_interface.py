@@ -9,7 +9,7 @@ prediction, retrains and versions of a batch model) is a method of every host to
 other kind answers it with a 409 that says what to do instead (:meth:`Host.refuse`).
 
 A host keeps its kind's service (``models``: the process's
-:class:`service.online.OnlineModels` or :class:`service.batch.models.BatchModels`), which
+:class:`service.online.models.OnlineModels` or :class:`service.batch.models.BatchModels`), which
 holds the storage, the settings and the fold; a host's methods are one call into it.
 """
 

@@ -32,8 +32,9 @@ class BatchHost(Host):
 
     kind = "batch"
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, models=None) -> None:
         self.spec = spec
+        self.models = models
         self.layout = BatchLayout(spec)
         self.params = split_params(spec)
         self.served: artifacts.Artifact | None = None

@@ -181,8 +181,7 @@ class BatchModels:
         return await self.answers.run(function, *args)
 
     async def host(self, spec: ModelSpec) -> BatchHost:
-        host = BatchHost(spec)
-        host.models = self
+        host = BatchHost(spec, models=self)
         self.hosts[spec.name] = host
         if self.worker is not None and spec.name not in self.worker.folds:
             self.worker.add(spec)

@@ -72,13 +72,12 @@ class ModelFold(Fold):
         super().__init__(host.name, host.incarnation, storage, settings, process_id,
                          membership)
         self.host = host
-        host.fold = self
         self._prefetch: asyncio.Task | None = None
         self._view_due = 0.0  # monotonic time the next serving view may be published
         self._view_dirty = False  # applied entries not in the published view yet
         self.snapshot_id = host.applied_id  # the state restored with the model
         if not storage.shared:
-            host.owner = True
+            self.owner = True
 
     # ------------------------------------------------------------ ownership lives on the host
     @property
@@ -87,7 +86,7 @@ class ModelFold(Fold):
 
     @owner.setter
     def owner(self, value: bool) -> None:
-        self.host.owner = value
+        self.host.set_owner(value)
 
     @property
     def applied_id(self) -> str | None:
@@ -101,10 +100,8 @@ class ModelFold(Fold):
         return self.host.snapshot_blob()
 
     def replace_state(self, parsed, log_id: str | None) -> None:
-        host = self.host
-        host.install(parsed)
-        with host.lock:  # the snapshot's own id belongs to another log
-            host.applied_id = log_id
+        self.host.install(parsed)
+        self.host.restore_position(log_id)
 
     async def after_restore(self) -> None:
         await self.publish_view(now=True)
@@ -210,11 +207,11 @@ class ModelFold(Fold):
         blob = view.encode()
         token = f"{view.log_id} {uuid.uuid4().hex[:12]}"
         if await self.storage.publish_view(host.name, token, blob, owner=self.process_id):
-            host.view_published = view.position
+            host.view_was_published(view.position)
         else:  # another process holds the lease (or published a later view): it folds now
             log.warning("serving view of model %s refused: another process holds its lease",
                         host.name)
-            host.owner = False
+            self.owner = False
             self.forget_read_ahead()
         self._view_dirty = False
         self._view_due = clock + len(blob) / self.settings.serving_view_bytes_per_second

@@ -121,13 +121,15 @@ def make_hasher(bits: int | None):
 class ModelHost(Host):
     """One online model in this process: its learner, log position and counters; the
     route-facing methods of :class:`~service.model_interface.Host` are calls into ``models``
-    (:class:`~service.online.OnlineModels`)."""
+    (:class:`~service.online.models.OnlineModels`). Every field is written here: the fold
+    and the service call the writers below."""
 
     kind = "online"
 
-    def __init__(self, spec: ModelSpec, *, feature_names_max: int = 100_000,
+    def __init__(self, spec: ModelSpec, *, models=None, feature_names_max: int = 100_000,
                  chunk_examples: int = 256) -> None:
         self.spec = spec
+        self.models = models
         self.chunk_examples = chunk_examples
         self.learner = new_learner(spec)
         self.hasher = make_hasher(spec.hash_bits)
@@ -137,8 +139,7 @@ class ModelHost(Host):
         self.names: dict[int, str] = {}
         self.feature_names_max = feature_names_max
         self.lock = threading.Lock()  # held while the learner changes
-        self.owner = False
-        self.fold = None  # the model's fold in this process (service.online.fold.ModelFold)
+        self.owner = False  # this process folds the model (holds its lease)
         self._applied_event = asyncio.Event()
         self.view: ServingView | None = None  # newest published view (other processes)
         self.view_token: str | None = None
@@ -149,6 +150,32 @@ class ModelHost(Host):
     @property
     def n_features(self) -> int:
         return self.spec.dimension
+
+    # -------------------------------------------------------------- the fields' writers
+    def set_owner(self, owner: bool) -> None:
+        """Whether this process folds the model, as its fold learns it (the lease)."""
+        self.owner = owner
+
+    def view_was_published(self, position: tuple[int, int]) -> None:
+        """The owner published its serving view at ``position``."""
+        self.view_published = position
+
+    def restore_position(self, log_id: str | None) -> None:
+        """After a restore: the log position the installed state stands for (a snapshot's
+        own id belongs to another log)."""
+        with self.lock:
+            self.applied_id = log_id
+
+    def begin_view_fetch(self, flight: asyncio.Future) -> None:
+        """A fetch of the serving view is under way; concurrent requests wait on
+        ``flight``."""
+        self.view_flight = (time.monotonic(), flight)
+
+    def install_view(self, view: ServingView, token: str) -> None:
+        self.view, self.view_token = view, token
+
+    def end_view_fetch(self) -> None:
+        self.view_flight = None
 
     # -------------------------------------------------------------- the routes' interface
     def parse_examples(self, body: bytes, media_type: str) -> tuple[ExampleBatch, str]:

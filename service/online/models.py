@@ -108,13 +108,12 @@ class OnlineModels:
         """Restore a model (its snapshot, then its fold replays the log after it);
         InputError when the snapshot cannot be loaded (the model stays out of service).
         A learner of more than ``_INLINE_STATE_BYTES`` is allocated off the event loop."""
-        build = functools.partial(ModelHost, spec,
+        build = functools.partial(ModelHost, spec, models=self,
                                   feature_names_max=self.settings.feature_names_max,
                                   chunk_examples=self.settings.apply_chunk_examples)
         small = spec.algorithm not in LEARNERS or \
             self.model_bytes(spec) <= _INLINE_STATE_BYTES  # (unknown: ModelHost says so)
         host = build() if small else await in_background(build)
-        host.models = self
         blob = await self.storage.load_snapshot(spec.name)
         if blob is not None:
             host.load_blob(blob, check_spec=False)
@@ -172,13 +171,13 @@ class OnlineModels:
             if started >= arrived:
                 return
         flight = asyncio.get_running_loop().create_future()
-        host.view_flight = (time.monotonic(), flight)
+        host.begin_view_fetch(flight)
         try:
             token, blob = await self.storage.fetch_view(host.name, host.view_token)
             if blob is not None:
                 view = decode_view(blob, host.n_features) if len(blob) < _INLINE_VIEW_BYTES \
                     else await asyncio.to_thread(decode_view, blob, host.n_features)
-                host.view, host.view_token = view, token
+                host.install_view(view, token)
                 metrics.READ_STALENESS.labels(host.name).observe(
                     max(0.0, time.time() - view.applied_at))
         except ViewFormatError as exc:
@@ -186,7 +185,7 @@ class OnlineModels:
         except Exception as exc:  # storage down: answer from what this process holds
             log.warning("model %s: serving view not refreshed: %s", host.name, exc)
         finally:
-            host.view_flight = None
+            host.end_view_fetch()
             flight.set_result(None)
 
     # -------------------------------------------------------------- predictions
