@@ -1,5 +1,5 @@
 """Fuzz the API of a real ``featurebudget serve`` for minutes: the suites of
-``tests/support/fuzzing.py`` (the test suite runs them bounded, ``tests/service/test_fuzz_api.py``)
+``tests/support/fuzzing.py`` (the test suite runs them bounded, ``tests/service/edge/test_fuzz_api.py``)
 in rounds, each round with new seeds, until ``--minutes`` are spent:
 
 * ``schema``: schemathesis over the OpenAPI document, every operation, positive and

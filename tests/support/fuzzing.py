@@ -14,7 +14,7 @@ Every answer is checked the same way:
 * the schemathesis conformance checks (status codes, content types, response schemas and
   headers, negative data rejected), and a body built valid by a strategy here is accepted.
 
-Shared by ``tests/service/test_fuzz_api.py`` (bounded) and ``load_tests/fuzz.py`` (long).
+Shared by ``tests/service/edge/test_fuzz_api.py`` (bounded) and ``load_tests/fuzz.py`` (long).
 The caller starts the server; :class:`Fuzzer` creates its fixture models on it.
 """
 

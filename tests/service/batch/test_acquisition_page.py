@@ -16,8 +16,8 @@ import pytest
 
 from algorithms.datasets.acquisition_synthetic import make_cube_nm
 from service.batch import policy_page
-from tests.service.test_batch_page import cells_of, dump
-from tests.service.test_next_per_example import GBFS_PARAMS, NM_GROUPS
+from tests.service.batch.test_batch_page import cells_of, dump
+from tests.service.batch.test_next_per_example import GBFS_PARAMS, NM_GROUPS
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
 from tests.support.live_server import PORTS
 from tests.support.processes import embedded_server

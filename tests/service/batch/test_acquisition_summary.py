@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from algorithms.datasets.acquisition_synthetic import make_cube_nm
 from service.app import create_app
-from tests.service.test_next_per_example import GBFS_PARAMS, NM_GROUPS
+from tests.service.batch.test_next_per_example import GBFS_PARAMS, NM_GROUPS
 from tests.support.batch_api import create_batch, retrain
 from tests.support.batch_data import DIABETES_GROUPS, diabetes, named_examples
 

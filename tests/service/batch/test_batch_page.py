@@ -25,7 +25,7 @@ from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named
 from tests.support.processes import embedded_server
 
 PORTS = range(18340, 18360)  # this suite's loopback ports
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TRAIN, VALIDATION = (0x1F, 0x77, 0xB4), (0xD6, 0x27, 0x28)  # the page's series colors
 ANYTIME_HALF, GBFS_HALF = (0x7B, 0x3F, 0xB5), (0x2C, 0xA0, 0x2C)
 FREE_GROUPS = [dict(group, cost=0.0) for group in DIABETES_GROUPS]

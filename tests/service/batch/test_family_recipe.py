@@ -30,7 +30,7 @@ from service.batch.families import FAMILIES, BatchFamily
 from service.batch.families.base import window_fold
 from service.batch.sizes import FIT_FIXED_SECONDS, HEADER_BYTES, SizeEstimate
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GROUPS = [{"name": "cheap", "features": ["c1", "c2"], "cost": 1.0},
           {"name": "dear", "features": ["d1"], "cost": 5.0},
           {"name": "middle", "features": ["m1"], "cost": 2.0}]
@@ -196,7 +196,7 @@ def drive(data_dir: Path) -> dict[str, Any]:
 def test_a_toy_family_is_one_adapter_and_one_registry_line():
     with tempfile.TemporaryDirectory() as directory:
         script = ("import json, sys; from pathlib import Path; "
-                  "from tests.service.test_family_recipe import drive; "
+                  "from tests.service.batch.test_family_recipe import drive; "
                   "print(json.dumps(drive(Path(sys.argv[1]))))")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         done = subprocess.run([sys.executable, "-c", script, str(Path(directory) / "data")],

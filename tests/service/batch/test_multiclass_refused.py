@@ -17,7 +17,7 @@ from service.batch import artifact as artifacts
 from service.batch.spec import BatchLayout
 from service.schemas import ModelSpec
 
-FOLDER = Path(__file__).parents[1] / "states" / "v2"
+FOLDER = Path(__file__).parents[2] / "states" / "v2"
 EXPECTED = json.loads((FOLDER / "expected.json").read_text())
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from algorithms.per_set import PerSetChoice
 from service.batch import requested_sets
-from tests.service.test_budgeted_answers import COSTS, GROUPS, _ask, _post, _served
+from tests.service.batch.test_budgeted_answers import COSTS, GROUPS, _ask, _post, _served
 from tests.support.batch_api import create_batch, retrain
 from tests.support.batch_data import DIABETES_GROUPS, diabetes, split_like_the_fold
 

@@ -14,7 +14,7 @@ from algorithms.datasets.acquisition_synthetic import make_cube_nm
 from clients.http import FeaturebudgetClient
 from service.cli import main
 from service.settings import Settings
-from tests.service.test_next_per_example import NM_GROUPS, rows
+from tests.service.batch.test_next_per_example import NM_GROUPS, rows
 from tests.support.batch_data import named_examples
 from tests.support.live_server import live_server
 

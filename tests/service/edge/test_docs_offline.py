@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from service.api.docs import STATIC
-from tests.service.test_batch_page import browse
+from tests.service.batch.test_batch_page import browse
 from tests.support.ports import free_port
 from tests.support.processes import ROOT, serve_embedded, wait_ready
 

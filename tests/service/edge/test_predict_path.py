@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from service.api import predict_path
 from service.api.predict_path import PredictPath, model_of
 from service.app import create_app
-from tests.service.test_api import GOOD
+from tests.service.edge.test_api import GOOD
 from tests.support.online import create
 
 VIEWER, ADMIN = {"X-API-Key": "viewer"}, {"X-API-Key": "admin"}

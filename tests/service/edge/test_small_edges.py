@@ -4,7 +4,7 @@ everywhere the schema refuses too (empty examples, ``groups`` or ``task`` on an 
 model, both names of one cost cap); the snapshot's body and answer are described; every
 answer says ``nosniff`` and the pages carry a strict Content-Security-Policy; a 500 logs
 its traceback once; ``/metrics`` can be keyed. (That the pages still render under the
-policy: tests/service/test_batch_page.py, in headless chromium.)"""
+policy: tests/service/batch/test_batch_page.py, in headless chromium.)"""
 
 from __future__ import annotations
 

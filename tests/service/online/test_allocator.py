@@ -11,7 +11,7 @@ import pytest
 
 from service.allocator import retain_freed_memory
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # Allocates, touches and frees a buffer of ~0.6 MB twice; prints what glibc's mallinfo2
 # says: bytes in mmapped chunks while the first one lives, free heap bytes after it is

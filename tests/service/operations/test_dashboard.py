@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 
 import service.metrics  # noqa: F401 - registers the metrics
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "docker/grafana/dashboards/featurebudget.json"
+DASHBOARD = Path(__file__).resolve().parents[3] / "docker/grafana/dashboards/featurebudget.json"
 
 
 def exported_names() -> set[str]:

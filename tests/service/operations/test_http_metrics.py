@@ -8,7 +8,7 @@ import uuid
 
 from service import fbx1
 from service.ingest import entry_examples
-from tests.service.test_prometheus import metric_value
+from tests.service.operations.test_prometheus import metric_value
 from tests.support.online import json_examples, libsvm_text
 
 GOOD = {"indices": [1, 5], "values": [1.0, 0.5]}

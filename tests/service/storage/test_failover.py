@@ -57,7 +57,7 @@ SENTINELS = [18452, 18453, 18454]
 NAME = "fbmaster"
 SENTINEL_URL = "redis+sentinel://" + ",".join(f"127.0.0.1:{p}" for p in SENTINELS) + f"/{NAME}"
 BATCH = 40
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
