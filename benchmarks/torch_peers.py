@@ -165,6 +165,20 @@ class _Peer:
     def _scores(self, x, mask):
         raise NotImplementedError
 
+    def _greedy_loss(self, x, y, steps: int) -> float:
+        """The window's loss averaged over the first ``steps`` greedy choices (the best
+        ``_scores`` among the groups not yet chosen): the early-stopping figure."""
+        self.predictor_.eval()
+        with torch.no_grad():
+            mask = torch.zeros((x.shape[0], self.J))
+            total = 0.0
+            for _ in range(steps):
+                scores = self._scores(x, mask).masked_fill(mask > 0, -np.inf)
+                mask = mask.clone()
+                mask[torch.arange(x.shape[0]), scores.argmax(dim=1)] = 1.0
+                total += float(self._loss(self.predictor_(self._inputs(x, mask)), y))
+        return total / steps
+
     def loss_unit(self, X: np.ndarray, y: np.ndarray) -> float:
         """``(L(empty) - L(all)) / total cost`` on rows ``X, y`` in the network's own loss
         units: the scale of an exchange rate."""
@@ -247,7 +261,7 @@ class GDFS(_Peer):
                 opt.zero_grad()
                 (loss / steps).backward()
                 opt.step()
-            value = self._hard_loss(xv, tv, steps)
+            value = self._greedy_loss(xv, tv, steps)
             if value < best - 1e-6:
                 best, waited = value, 0
                 state = (copy.deepcopy(self.selector_.state_dict()),
@@ -257,20 +271,6 @@ class GDFS(_Peer):
         self.selector_.load_state_dict(state[0])
         self.predictor_.load_state_dict(state[1])
         return self
-
-    def _hard_loss(self, x, y, steps: int) -> float:
-        """The window's loss averaged over the first ``steps`` greedy selections."""
-        self.selector_.eval()
-        self.predictor_.eval()
-        with torch.no_grad():
-            mask = torch.zeros((x.shape[0], self.J))
-            total = 0.0
-            for _ in range(steps):
-                logits = self.selector_(self._inputs(x, mask)).masked_fill(mask > 0, -np.inf)
-                mask = mask.clone()
-                mask[torch.arange(x.shape[0]), logits.argmax(dim=1)] = 1.0
-                total += float(self._loss(self.predictor_(self._inputs(x, mask)), y))
-        return total / steps
 
     def _scores(self, x, mask):
         self.selector_.eval()
@@ -327,7 +327,7 @@ class DIME(_Peer):
                 opt.zero_grad()
                 (total / steps).backward()
                 opt.step()
-            score = self._greedy_loss(xv, tv, steps, costs)
+            score = self._greedy_loss(xv, tv, steps)
             if score < best - 1e-6:
                 best, waited = score, 0
                 state = (copy.deepcopy(self.value_.state_dict()),
@@ -337,20 +337,6 @@ class DIME(_Peer):
         self.value_.load_state_dict(state[0])
         self.predictor_.load_state_dict(state[1])
         return self
-
-    def _greedy_loss(self, x, y, steps: int, costs) -> float:
-        self.value_.eval()
-        self.predictor_.eval()
-        with torch.no_grad():
-            mask = torch.zeros((x.shape[0], self.J))
-            total = 0.0
-            for _ in range(steps):
-                ratio = (self.value_(self._inputs(x, mask)) / costs).masked_fill(mask > 0,
-                                                                                 -np.inf)
-                mask = mask.clone()
-                mask[torch.arange(x.shape[0]), ratio.argmax(dim=1)] = 1.0
-                total += float(self._loss(self.predictor_(self._inputs(x, mask)), y))
-        return total / steps
 
     def _scores(self, x, mask):
         """``v_g / c_g``: the estimated loss drop per unit cost (on the standardised
