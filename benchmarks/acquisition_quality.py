@@ -238,6 +238,15 @@ def metrics(data: Data, y: np.ndarray, output: np.ndarray) -> dict[str, float]:
             "auroc": float(roc_auc_score(y, output))}
 
 
+def evaluate_sets(data: Data, predict, X: np.ndarray, y: np.ndarray,
+                  sets: list[tuple[int, ...]]) -> dict[str, float]:
+    """The metrics of ``predict`` on rows ``X`` (labels ``y``), each knowing only its set
+    of ``sets``, and the mean cost of those sets."""
+    out = metrics(data, y, predict(masked_rows(data, X, sets)))
+    out["mean_cost"] = float(np.mean([data.costs[list(S)].sum() for S in sets]))
+    return out
+
+
 def primary(data: Data) -> str:
     return "ev" if data.kind == "regression" else "accuracy"
 
@@ -350,10 +359,8 @@ def torch_peer_results(data: Data, seed: int, predict=None, quick: bool = False
     n_classes = int(y.max()) + 1 if data.kind == "multiclass" else 2
 
     def evaluate(model, sets) -> dict[str, Any]:
-        out = metrics(data, y[test], predict(masked_rows(data, X[test], sets)))
-        out["mean_cost"] = float(np.mean([data.costs[list(S)].sum() for S in sets]))
-        out["own"] = metrics(data, y[test], model.predict_output(X[test], sets))
-        return out
+        return {**evaluate_sets(data, predict, X[test], y[test], sets),
+                "own": metrics(data, y[test], model.predict_output(X[test], sets))}
 
     empty = metrics(data, y[test], predict(masked_rows(data, X[test], [()] * len(test))))
     full = metrics(data, y[test], predict(masked_rows(
@@ -422,9 +429,7 @@ def system_results(data: Data, seed: int) -> dict[str, Any]:
     key, total = primary(data), float(data.costs.sum())
 
     def evaluate(sets) -> dict[str, float]:
-        out = metrics(data, y[test], predict(masked_rows(data, X[test], sets)))
-        out["mean_cost"] = float(np.mean([data.costs[list(S)].sum() for S in sets]))
-        return out
+        return evaluate_sets(data, predict, X[test], y[test], sets)
 
     empty = evaluate([()] * len(test))
     full = evaluate([tuple(range(len(data.groups)))] * len(test))
@@ -466,9 +471,7 @@ def run_dataset(name: str, data: Data, seed: int, quick: bool,
     key = primary(data)
 
     def evaluate(sets: list[tuple[int, ...]]) -> dict[str, float]:
-        out = metrics(data, yte, predict(masked_rows(data, Xte, sets)))
-        out["mean_cost"] = float(np.mean([data.costs[list(S)].sum() for S in sets]))
-        return out
+        return evaluate_sets(data, predict, Xte, yte, sets)
 
     full = evaluate([tuple(range(len(data.groups)))] * len(yte))
     empty = evaluate([()] * len(yte))

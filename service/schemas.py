@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic_core import PydanticCustomError
 
 from algorithms.online import LEARNERS
-from service.batch.families import FAMILIES, STATISTICS, algorithm_families
+from service.batch.families import algorithm_families, family_of_algorithm
 from service.batch.jobs import Job
 
 
@@ -25,20 +25,8 @@ def online_algorithms() -> tuple[str, ...]:
     return tuple(LEARNERS)
 
 
-def batch_families() -> dict[str, str]:
-    """Every batch algorithm -> its family, in registry order. O(algorithms)."""
-    return algorithm_families()
-
-
 def batch_algorithms() -> tuple[str, ...]:
     return tuple(algorithm_families())
-
-
-def anytime_algorithms() -> tuple[str, ...]:
-    """The algorithms whose fold keeps sufficient statistics (the anytime sequencing
-    methods). O(algorithms)."""
-    return tuple(a for a, name in algorithm_families().items()
-                 if FAMILIES[name].fold_kind == STATISTICS)
 
 
 def all_algorithms() -> tuple[str, ...]:
@@ -145,7 +133,7 @@ class ModelCreate(BaseModel):
 
     @model_validator(mode="after")
     def _one_feature_space(self) -> ModelCreate:
-        if self.algorithm in batch_families():
+        if self.is_batch:
             return self._check_batch()
         if self.groups is not None or self.task is not None:
             raise ValueError(f"groups and task are for batch models; {self.algorithm} is an "
@@ -188,11 +176,11 @@ class ModelCreate(BaseModel):
     def family(self) -> str:
         """``online``, or the batch family of the algorithm (``anytime``, ``gbfs``,
         ``nvsd``, ``auto``: a key of ``service.batch.families.FAMILIES``)."""
-        return batch_families().get(self.algorithm, "online")
+        return family_of_algorithm(self.algorithm) or "online"
 
     @property
     def is_batch(self) -> bool:
-        return self.algorithm in batch_families()
+        return family_of_algorithm(self.algorithm) is not None
 
     @property
     def dimension(self) -> int:

@@ -23,10 +23,11 @@ from starlette.responses import Response
 
 from service.api.deps import KeyCheckedRoute, read_body, require_role
 from service.api.media import media_type, require_json
+from service.batch.families import family_of_algorithm
 from service.batch.models import validate_batch_spec
 from service.errors import InputError
 from service.priority import in_background
-from service.schemas import GroupSpec, ModelCreate, batch_families
+from service.schemas import GroupSpec, ModelCreate
 
 _INLINE_BYTES = 256 << 10  # parse bigger bodies off the event loop
 _MAX_GROUPS = ModelCreate.model_fields["groups"].metadata[0].max_length
@@ -68,7 +69,8 @@ def refuse_too_large(document: Any, settings) -> None:
     a batch model whose estimated sizes or retrain time pass the process's limits, judged
     from the number of features of each group alone; nothing when it does not, or is not
     of that shape (the full validation then says what is wrong). O(groups)."""
-    if not isinstance(document, dict) or document.get("algorithm") not in batch_families():
+    if not isinstance(document, dict) or \
+            family_of_algorithm(document.get("algorithm")) is None:
         return
     groups, params = document.get("groups"), document.get("params", {})
     task = document.get("task") or "regression"

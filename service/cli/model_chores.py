@@ -173,7 +173,7 @@ class RegistryHelp(argparse.RawDescriptionHelpFormatter):
 
         online, batch = online_algorithms(), batch_algorithms()
         every = [*online, *batch]
-        return {"families": ", ".join(["online", *FAMILIES]),"online": ", ".join(online),
+        return {"families": ", ".join(["online", *FAMILIES]), "online": ", ".join(online),
                 "batch": textwrap.fill(", ".join(batch), 66),
                 "algorithms": ", ".join(every[:-1]) + " or " + every[-1]}
 

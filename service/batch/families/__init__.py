@@ -29,6 +29,13 @@ def family_of(name: str) -> BatchFamily:
         raise KeyError(f"unknown batch family {name!r}; known: {sorted(FAMILIES)}") from None
 
 
+def family_of_algorithm(algorithm: str) -> str | None:
+    """The family whose adapter serves ``algorithm``, or None (an online learner or
+    unknown). O(families)."""
+    return next((family.name for family in FAMILIES.values()
+                 if algorithm in family.algorithms), None)
+
+
 def algorithm_families() -> dict[str, str]:
     """Every batch algorithm of the API -> its family, in registry order. O(algorithms)."""
     return {algorithm: family.name for family in FAMILIES.values()
@@ -36,4 +43,4 @@ def algorithm_families() -> dict[str, str]:
 
 
 __all__ = ["FAMILIES", "STATISTICS", "WINDOW", "BatchFamily", "StatisticsFamily",
-           "algorithm_families", "family_of"]
+           "algorithm_families", "family_of", "family_of_algorithm"]

@@ -233,15 +233,16 @@ def test_a_family_registered_after_the_schemas_are_imported_is_an_algorithm_of_t
     """No import-order effect: the API's algorithms (validation, the JSON schema, the CLI's
     help) are read from the registry when used, not frozen when ``service.schemas`` is
     imported."""
+    from service.batch.families import algorithm_families
     from service.cli.parser import build_parser
-    from service.schemas import ModelCreate, all_algorithms, batch_families
+    from service.schemas import ModelCreate, all_algorithms
 
     body = {"name": "toy", "algorithm": "toy-mean", "groups": GROUPS}
     assert "toy-mean" not in all_algorithms()
     try:
         register()
         spec = ModelCreate.model_validate(body)
-        assert spec.is_batch and spec.family == "toy" and batch_families()["toy-mean"] == "toy"
+        assert spec.is_batch and spec.family == "toy" and algorithm_families()["toy-mean"] == "toy"
         schema = ModelCreate.model_json_schema()
         assert "toy-mean" in schema["properties"]["algorithm"]["enum"]
         assert "toy-mean" in schema["oneOf"][2]["properties"]["algorithm"]["enum"]
