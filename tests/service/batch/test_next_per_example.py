@@ -211,7 +211,8 @@ def test_families_without_held_out_rows_answer_per_set(make_settings):
             "computed_groups": ["demographics", "exam"]}).json()["next_group"]
         for a in answers["answers"]:
             assert a["policy"] == "per-set" and a["computed_groups"] == ["demographics", "exam"]
-            assert a["next_group"]["name"] == per_set["name"]
+            # the version's own sequence may end at these groups (then both say so)
+            assert (a["next_group"] or {}).get("name") == (per_set or {}).get("name")
             assert [c["name"] for c in a["candidates"]] == ["lipids", "glucose"]
 
 
