@@ -23,12 +23,11 @@ from service import priority
 from service.allocator import retain_freed_memory
 from service.answers import AnswerPool
 from service.api import batch, examples, health, models, snapshots
-from service.api.deps import presented_key
 from service.api.docs import PATHS as DOC_PAGES
 from service.api.docs import add_docs
 from service.api.http_metrics import HttpTally
 from service.api.openapi import ERROR_RESPONSES
-from service.api.predict_path import PredictPath
+from service.api.edge import RequestEdge
 from service.batch.page import CONTENT_SECURITY_POLICY
 from service.errors import ServiceError
 from service.kernel_warmup import warm_batch_kernels, warm_kernels
@@ -54,33 +53,6 @@ def problem(status: int, title: str, detail: str, errors: list | None = None,
         body["errors"] = errors
     return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM,
                     headers=headers)
-
-
-class BodyLimitMiddleware:
-    """413 problem+json for a declared Content-Length over the limit (before reading); with
-    API keys configured, a request without a valid key is answered 401 first (a client
-    learns nothing of the limits without a key)."""
-
-    def __init__(self, app, limit: int, key_roles: dict[str, str] | None = None) -> None:
-        self.app = app
-        self.limit = limit
-        self.key_roles = key_roles or {}
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            for name, value in scope.get("headers", ()):
-                if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                    if self.key_roles and presented_key(Request(scope)) not in self.key_roles:
-                        response = problem(401, "Unauthorized", "a valid API key is required "
-                                           "(X-API-Key or Bearer)",
-                                           headers={"WWW-Authenticate": "Bearer"})
-                    else:
-                        response = problem(413, "Request body too large",
-                                           f"body of {int(value)} bytes is over the limit of "
-                                           f"{self.limit} bytes")
-                    await response(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
 
 
 class AnswerMiddleware:
@@ -204,9 +176,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   redoc_url=None)  # (served from the package: add_docs)
     app.state.settings = settings
     app.state.key_roles = settings.key_roles()
-    app.add_middleware(PredictPath, handlers=app.exception_handlers)  # (inside the limit)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes,
-                       key_roles=app.state.key_roles)
+    app.add_middleware(RequestEdge, limit=settings.max_body_bytes,
+                       key_roles=app.state.key_roles, handlers=app.exception_handlers)
     app.add_middleware(AnswerMiddleware, handlers=app.exception_handlers,
                        exempt=DOC_PAGES)
     for router in (models.router, examples.router, batch.router, snapshots.router, batch.ui):

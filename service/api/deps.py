@@ -41,8 +41,9 @@ def presented_key(request: Request) -> str | None:
     return None
 
 
-def require_role(request: Request, role: str) -> None:
-    roles: dict[str, str] = request.app.state.key_roles
+def check_key(roles: dict[str, str], request: Request, role: str) -> None:
+    """The one API-key check: with ``roles`` configured (key -> "read" | "write"), 401
+    without a valid key, 403 for a read key on a write ``role``. O(headers)."""
     if not roles:
         return
     key = presented_key(request)
@@ -51,6 +52,11 @@ def require_role(request: Request, role: str) -> None:
                             headers={"WWW-Authenticate": "Bearer"})
     if role == "write" and roles[key] != "write":
         raise HTTPException(403, "this API key may only read and predict")
+
+
+def require_role(request: Request, role: str) -> None:
+    """:func:`check_key` against the app's configured keys."""
+    check_key(request.app.state.key_roles, request, role)
 
 
 async def require_read(request: Request) -> None:
@@ -93,7 +99,8 @@ class KeyCheckedRoute(APIRoute):
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, or BodyTooLargeError once it passes ``limit`` bytes. (A declared
-    Content-Length over the limit is answered before routing: ``BodyLimitMiddleware``.)"""
+    Content-Length over the limit is answered before routing, by
+    :class:`service.api.edge.RequestEdge`.)"""
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)

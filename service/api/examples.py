@@ -88,7 +88,7 @@ async def predict(model: str, request: Request, manager: Manager,
 
 async def predict_response(request: Request, manager, settings, model: str) -> Response:
     """``POST /v1/models/{model}/predict`` once its key is checked: the route's body, and
-    what :class:`service.api.predict_path.PredictPath` answers without the router."""
+    what :class:`service.api.edge.RequestEdge` answers without the router."""
     host = await manager.get(model)
     body = await read_body(request, settings.max_body_bytes)
     require_json(request_media_type(request), body)

@@ -4,7 +4,7 @@ with its latency, by the app's outermost middleware.
 The label is the template of the route that answered (``/v1/models/{model}/predict``, not
 the path with the model's name), so the series are bounded by the routes, not by the
 names clients send: ``unmatched`` for a path no route takes, ``other`` for a method the
-API never answers. Predictions answered by :class:`service.api.predict_path.PredictPath`
+API never answers. Predictions answered by :class:`service.api.edge.RequestEdge`
 (no route runs) get the predict route's template.
 
 Kept off the predict fast path: a request adds to a plain tally of its label set (an
@@ -22,7 +22,7 @@ import bisect
 import time
 
 from service import metrics
-from service.api.predict_path import model_of
+from service.api.edge import model_of
 
 PREDICT_ROUTE = "/v1/models/{model}/predict"
 METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))

@@ -1,8 +1,9 @@
-"""Predictions answered without the router (``service.api.predict_path``) are the route's.
+"""Predictions answered without the router (``service.api.edge``) are the route's.
 
-The same requests go to an app with :class:`PredictPath` and to one without it (the route
-alone); status, headers that matter and body must be the same, errors included, and the
-first app must have answered every one of them on the short path.
+The same requests go to an app whose :class:`RequestEdge` takes the short path and to one
+whose edge leaves predictions to the route; status, headers that matter and body must be
+the same, errors included, and the first app must have answered every one of them on the
+short path.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api import predict_path
-from service.api.predict_path import PredictPath, model_of
+from service.api import edge
+from service.api.edge import RequestEdge, model_of
 from service.app import create_app
 from tests.service.edge.test_api import GOOD
 from tests.support.online import create
@@ -43,7 +44,9 @@ def _answers(make_settings, tmp_path, name: str, short_path: bool) -> list[tuple
                              data_dir=tmp_path / name)
     app = create_app(settings)
     if not short_path:
-        app.user_middleware = [m for m in app.user_middleware if m.cls is not PredictPath]
+        for m in app.user_middleware:
+            if m.cls is RequestEdge:
+                m.kwargs["short_predict"] = False
     out = []
     with TestClient(app) as client:
         client.headers.update(ADMIN)
@@ -69,13 +72,13 @@ def _answers(make_settings, tmp_path, name: str, short_path: bool) -> list[tuple
 
 def test_the_short_path_answers_what_the_route_answers(make_settings, tmp_path, monkeypatch):
     taken = []
-    original = predict_path.predict_response
+    original = edge.predict_response
 
     async def counted(request, manager, settings, model):
         taken.append(model)
         return await original(request, manager, settings, model)
 
-    monkeypatch.setattr(predict_path, "predict_response", counted)
+    monkeypatch.setattr(edge, "predict_response", counted)
     short = _answers(make_settings, tmp_path, "short", True)
     routed = _answers(make_settings, tmp_path, "routed", False)
     assert short == routed
