@@ -25,9 +25,9 @@ from service.answers import AnswerPool
 from service.api import batch, examples, health, models, snapshots
 from service.api.docs import PATHS as DOC_PAGES
 from service.api.docs import add_docs
+from service.api.edge import RequestEdge
 from service.api.http_metrics import HttpTally
 from service.api.openapi import ERROR_RESPONSES
-from service.api.edge import RequestEdge
 from service.batch.page import CONTENT_SECURITY_POLICY
 from service.errors import ServiceError
 from service.kernel_warmup import warm_batch_kernels, warm_kernels

@@ -426,16 +426,14 @@ class Fold:
             self.applied_id != self.snapshot_id and
             time.monotonic() - self.last_snapshot_time >= settings.snapshot_every_seconds)
 
-    async def wait_applied(self, log_id: str, timeout: float) -> bool:
-        """Whether ``log_id`` is applied here within ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while id_key(self.applied_id) < id_key(log_id):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._applied.wait(), min(remaining, 0.5))
-        return True
+    def has_applied(self, log_id: str) -> bool:
+        """Whether ``log_id`` is applied here. O(1)."""
+        return id_key(self.applied_id) >= id_key(log_id)
+
+    async def next_applied(self, timeout: float) -> None:
+        """Until the next block is applied here, at most ``timeout`` (0.5 s at most)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._applied.wait(), min(timeout, 0.5))
 
     # ------------------------------------------------------------ lease and snapshots
     async def hold_lease(self) -> bool:

@@ -15,10 +15,11 @@ holds the storage, the settings and the fold; a host's methods are one call into
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
-from service.errors import ConflictError
+from service.errors import ConflictError, WaitTimeoutError
 from service.schemas import ModelSpec
 
 WriteCheck = Callable[[], Awaitable[None]]  # raises 401 / 403 unless the caller may write
@@ -68,7 +69,28 @@ class Host:
 
     async def wait_applied(self, log_id: str) -> None:
         """Until ``log_id`` is applied and answers include it (read-your-writes);
-        WaitTimeoutError after ``wait_timeout_seconds``."""
+        WaitTimeoutError after ``wait_timeout_seconds``, naming why (who folds the model).
+        The one wait of both kinds: each says when the entry is in (``applied_through``)
+        and how to wait for the next change (``next_change``)."""
+        settings = self.models.settings
+        timeout = settings.wait_timeout_seconds
+        deadline = time.monotonic() + timeout
+        while not await self.applied_through(log_id):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                from service.fold_cause import not_applied  # (the cause: who folds it)
+
+                raise WaitTimeoutError(await not_applied(self.models.storage, settings,
+                                                         self.name, self.kind, log_id,
+                                                         timeout))
+            await self.next_change(remaining)
+
+    async def applied_through(self, log_id: str) -> bool:
+        """Whether ``log_id`` is applied and the answers of every process include it."""
+        raise NotImplementedError
+
+    async def next_change(self, timeout: float) -> None:
+        """Until what ``applied_through`` reads may have changed, at most ``timeout``."""
         raise NotImplementedError
 
     # ------------------------------------------------------------ one kind only

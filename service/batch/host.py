@@ -21,6 +21,7 @@ from service.errors import ConflictError
 from service.model_interface import Host
 from service.priority import in_background
 from service.schemas import ModelSpec
+from service.storage import id_key
 
 log = logging.getLogger("featurebudget.batch")
 
@@ -63,8 +64,21 @@ class BatchHost(Host):
     async def restore_snapshot(self, blob: bytes) -> dict[str, Any]:
         return await self.models.restore_snapshot(self, blob)
 
-    async def wait_applied(self, log_id: str) -> None:
-        await self.models.wait_applied(self, log_id)
+    async def applied_through(self, log_id: str) -> bool:
+        """Folded into the statistics / windows (a retrain requested after that includes
+        it): by this process's fold when it folds the model, else by the position the
+        folding process publishes."""
+        fold = self.models.fold(self.name)
+        if fold is not None and fold.owner:
+            return fold.has_applied(log_id)
+        return id_key(await self.models.storage.applied_position(self.name)) >= id_key(log_id)
+
+    async def next_change(self, timeout: float) -> None:
+        fold = self.models.fold(self.name)
+        if fold is not None and fold.owner:
+            await fold.next_applied(timeout)
+        else:
+            await asyncio.sleep(min(timeout, 0.02))
 
     async def retrain(self) -> dict[str, Any]:
         return await self.models.retrain(self)

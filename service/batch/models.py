@@ -37,7 +37,6 @@ from service.errors import (
     ConflictError,
     InputError,
     NotFoundError,
-    WaitTimeoutError,
     item_error,
 )
 from service.fold_loop import LeaseLost, cancel_and_wait
@@ -45,20 +44,6 @@ from service.following import current_snapshot
 from service.priority import in_background
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage, id_key
-
-
-async def wait_position(storage: Storage, model: str, log_id: str, timeout: float,
-                        local=None) -> bool:
-    """Until ``log_id`` is applied: through this process's fold (``local(log_id, timeout)``)
-    when it folds the model, else by the position the folding process publishes."""
-    if local is not None:
-        return await local(log_id, timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if id_key(await storage.applied_position(model)) >= id_key(log_id):
-            return True
-        await asyncio.sleep(0.02)
-    return False
 
 log = logging.getLogger("featurebudget.batch")
 
@@ -225,18 +210,6 @@ class BatchModels:
         raw = await self.storage.load_status(host.name)
         return json.loads(raw) if raw else {"applied_id": None, "examples": 0,
                                             "train_examples": 0, "validation_examples": 0}
-
-    async def wait_applied(self, host: BatchHost, log_id: str) -> None:
-        """Until ``log_id`` is folded into the statistics / windows (a retrain requested
-        after that includes it); WaitTimeoutError after ``wait_timeout_seconds``."""
-        timeout = self.settings.wait_timeout_seconds
-        fold = self.fold(host.name)
-        local = fold.wait_applied if fold is not None and fold.owner else None
-        if not await wait_position(self.storage, host.name, log_id, timeout, local):
-            from service.fold_cause import not_applied  # (the cause: who folds it)
-
-            raise WaitTimeoutError(await not_applied(self.storage, self.settings, host.name,
-                                                     host.kind, log_id, timeout))
 
     async def describe(self, host: BatchHost) -> dict[str, Any]:
         log_end = await self.storage.log_end(host.name)

@@ -118,6 +118,11 @@ def make_hasher(bits: int | None):
     return FeatureHasher(bits)
 
 
+
+def token_position(token: str | None) -> tuple[int, int]:
+    """The log position a serving view token ("<log id> <nonce>") stands for."""
+    return id_key(token.partition(" ")[0]) if token else (-1, -1)
+
 class ModelHost(Host):
     """One online model in this process: its learner, log position and counters; the
     route-facing methods of :class:`~service.model_interface.Host` are calls into ``models``
@@ -203,8 +208,26 @@ class ModelHost(Host):
     async def restore_snapshot(self, blob: bytes) -> dict[str, Any]:
         return await self.models.restore_snapshot(self, blob)
 
-    async def wait_applied(self, log_id: str) -> None:
-        await self.models.wait_applied(self, log_id)
+    async def applied_through(self, log_id: str) -> bool:
+        """Embedded: applied by this process's fold. Shared backend: in the serving view
+        every process answers from (the owner knows what it published; others read the
+        view's token, which a process that folded it before this one may have published)."""
+        storage = self.models.storage
+        if not storage.shared:
+            return self.models.folds[self.name].has_applied(log_id)
+        target = id_key(log_id)
+        if self.owner and self.view_published >= target:
+            return True
+        return (not self.owner or id_key(self.applied_id) >= target) and \
+            token_position(await storage.view_token(self.name)) >= target
+
+    async def next_change(self, timeout: float) -> None:
+        if not self.models.storage.shared:
+            await self.models.folds[self.name].next_applied(timeout)
+        elif self.owner:
+            await self.wait_applied_event(min(timeout, 0.05))
+        else:
+            await asyncio.sleep(min(timeout, 0.005))
 
     async def feedback(self, prediction_id: str, label: int) -> dict | None:
         return await self.models.feedback(self, prediction_id, label)

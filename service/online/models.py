@@ -24,7 +24,6 @@ from service import fbx1, metrics
 from service.errors import (
     ConflictError,
     NotOwnerError,
-    WaitTimeoutError,
     item_error,
 )
 from service.fold_loop import LeaseLost
@@ -36,7 +35,7 @@ from service.online.view import ViewFormatError
 from service.online.view import decode as decode_view
 from service.priority import in_background
 from service.schemas import ModelCreate, ModelSpec
-from service.storage import ModelChangedError, Storage, id_key
+from service.storage import ModelChangedError, Storage
 
 log = logging.getLogger("featurebudget.manager")
 _SCORE = struct.Struct("<d")
@@ -50,31 +49,6 @@ def untrained(name: str) -> str:
     return (f"model {name!r} has learned from no examples yet: every score is 0 and every "
             f"label +1 until labelled examples are applied (POST /v1/models/{name}/examples; "
             "?wait=true answers once they are)")
-
-
-def token_position(token: str | None) -> tuple[int, int]:
-    """The log position a serving view token ("<log id> <nonce>") stands for."""
-    return id_key(token.partition(" ")[0]) if token else (-1, -1)
-
-
-async def wait_visible(storage: Storage, host: ModelHost, log_id: str, timeout: float) -> bool:
-    """Shared backend: until the serving view every process answers from includes
-    ``log_id`` (the owner knows what it published; others read the view's token)."""
-    deadline = time.monotonic() + timeout
-    target = id_key(log_id)
-    while True:
-        if host.owner and host.view_published >= target:
-            return True
-        if (not host.owner or id_key(host.applied_id) >= target) and \
-                token_position(await storage.view_token(host.name)) >= target:
-            return True  # (also: published by the process that folded it before this one)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        if host.owner:
-            await host.wait_applied_event(min(remaining, 0.05))
-        else:
-            await asyncio.sleep(min(remaining, 0.005))
 
 
 class OnlineModels:
@@ -141,20 +115,6 @@ class OnlineModels:
         await self.refresh_view(host)
         return host.public(features=features, limit=self.settings.selected_features_max,
                              log_end=log_end)
-
-    async def wait_applied(self, host: ModelHost, log_id: str) -> None:
-        """Until ``log_id`` is applied and, on a shared backend, in the serving view every
-        process answers from (read-your-writes)."""
-        timeout = self.settings.wait_timeout_seconds
-        if self.storage.shared:
-            ok = await wait_visible(self.storage, host, log_id, timeout)
-        else:
-            ok = await self.folds[host.name].wait_applied(log_id, timeout)
-        if not ok:
-            from service.fold_cause import not_applied  # (the cause: who folds it)
-
-            raise WaitTimeoutError(await not_applied(self.storage, self.settings, host.name,
-                                                     host.kind, log_id, timeout))
 
     async def refresh_view(self, host: ModelHost) -> None:
         """A process that does not fold the model: fetch the serving view when its token
@@ -288,4 +248,4 @@ class OnlineModels:
                 "log_position": host.applied_id}
 
 
-__all__ = ["OnlineModels", "token_position", "untrained", "wait_visible"]
+__all__ = ["OnlineModels", "untrained"]
