@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._report import machine, table  # noqa: E402
-from service.batch.distributed_statistics import dask_client, fit_statistics  # noqa: E402
+from service.batch.offline.distributed_statistics import dask_client, fit_statistics  # noqa: E402
 
 D = 200
 ROWS_PER_CHUNK = 100_000

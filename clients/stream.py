@@ -102,7 +102,7 @@ class _Fold:
                 return decode_bin(data, _MAX_DIMENSION, targets=targets)
             return parse_libsvm_body(data, _MAX_DIMENSION, zero_based=True, targets=targets)
         if self.layout is not None:
-            from service.batch.ingest import parse_batch_entry
+            from service.batch.worker.ingest import parse_batch_entry
 
             return parse_batch_entry(fields, self.layout, spec.task,
                                      zero_based=spec.libsvm_zero_based)

@@ -64,8 +64,8 @@ from algorithms.anytime import AnytimeLinearModel, SufficientStatistics  # noqa:
 from algorithms.sparse import CSRBatch  # noqa: E402
 from clients import FeaturebudgetClient  # noqa: E402
 from service import fbx1 as codec  # noqa: E402
-from service.batch.fold_state import BatchFoldState, held_out  # noqa: E402
 from service.batch.spec import BatchLayout, split_params  # noqa: E402
+from service.batch.worker.fold_state import BatchFoldState, held_out  # noqa: E402
 from service.schemas import ModelCreate  # noqa: E402
 from service.storage import redis_keys  # noqa: E402
 from tests.support.models import create_from_body  # noqa: E402

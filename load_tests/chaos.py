@@ -77,9 +77,9 @@ from algorithms.online import LEARNERS  # noqa: E402
 from algorithms.serialization import loads_state  # noqa: E402
 from clients import FeaturebudgetClient  # noqa: E402
 from service import fbx1  # noqa: E402
-from service.batch.fold_state import BatchFoldState  # noqa: E402
-from service.batch.ingest import parse_batch_entry  # noqa: E402
 from service.batch.spec import BatchLayout, split_params  # noqa: E402
+from service.batch.worker.fold_state import BatchFoldState  # noqa: E402
+from service.batch.worker.ingest import parse_batch_entry  # noqa: E402
 from service.ingest import parse_entry  # noqa: E402
 from service.schemas import ModelCreate  # noqa: E402
 from service.storage import redis_keys  # noqa: E402

@@ -28,7 +28,7 @@ from service.api.docs import add_docs
 from service.api.edge import RequestEdge
 from service.api.http_metrics import HttpTally
 from service.api.openapi import ERROR_RESPONSES
-from service.batch.page import CONTENT_SECURITY_POLICY
+from service.batch.serving.page import CONTENT_SECURITY_POLICY
 from service.errors import ServiceError
 from service.kernel_warmup import warm_batch_kernels, warm_kernels
 from service.manager import ModelManager
@@ -59,7 +59,7 @@ class AnswerMiddleware:
     """The outermost of the app's middleware, for every HTTP answer:
 
     * headers: ``X-Content-Type-Options: nosniff`` on every answer, and the pages' strict
-      ``Content-Security-Policy`` (service/batch/page.py) on every answer but the
+      ``Content-Security-Policy`` (service/batch/serving/page.py) on every answer but the
       interactive docs' (``exempt``: service/api/docs.py gives them their own);
     * every answer counted by route and status class, with its latency
       (:class:`service.api.http_metrics.HttpTally`; a 413 or a 500 too);

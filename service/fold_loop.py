@@ -3,7 +3,7 @@
 A model is a fold over its log: ``state_n = apply(state_{n-1}, entry_n)``. :class:`Fold`
 runs that loop for one model in this process, whatever the model's kind; a kind (the
 online learners' :class:`service.online.fold.ModelFold`, the batch models'
-:class:`service.batch.worker.BatchFold`) says only what is its own:
+:class:`service.batch.worker.fold_worker.BatchFold`) says only what is its own:
 
 - ``load(blob)``: take the state of a stored snapshot (when this process becomes the owner,
   or follows the owner's snapshots);

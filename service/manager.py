@@ -16,7 +16,7 @@ import uuid
 
 from service import fbx1, metrics
 from service.answers import AnswerPool
-from service.batch.models import BatchModels
+from service.batch.serving.models import BatchModels
 from service.errors import (
     BodyTooLargeError,
     ConflictError,

@@ -1,7 +1,7 @@
 """The one interface the routes call on a model, whatever its kind.
 
 An online model (:class:`service.online.host.ModelHost`) learns every example as it is folded; a
-batch model (:class:`service.batch.host.BatchHost`) folds statistics and serves versions
+batch model (:class:`service.batch.serving.host.BatchHost`) folds statistics and serves versions
 its retrains publish. Both are a :class:`Host`: the routes parse examples, predict,
 describe, export and restore snapshots and wait for the fold through these methods, never
 by testing the model's type. What only one kind can do (feedback on an online model's
@@ -9,8 +9,9 @@ prediction, retrains and versions of a batch model) is a method of every host to
 other kind answers it with a 409 that says what to do instead (:meth:`Host.refuse`).
 
 A host keeps its kind's service (``models``: the process's
-:class:`service.online.models.OnlineModels` or :class:`service.batch.models.BatchModels`), which
-holds the storage, the settings and the fold; a host's methods are one call into it.
+:class:`service.online.models.OnlineModels` or
+:class:`service.batch.serving.models.BatchModels`), which holds the storage, the settings
+and the fold; a host's methods are one call into it.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ class Settings(RedisWriteSettings):
     answer_queue: int = Field(default=64, ge=0, description="budgeted answers that may wait "
                               "for a thread; one more gets 503 with Retry-After")
     batch_read_max_entries: int = 512  # a batch fold's read, folded as one block (fewer
-    # when entries are big: at most microbatch_max_bytes; service/batch/fold_state.py)
+    # when entries are big: at most microbatch_max_bytes; service/batch/worker/fold_state.py)
     microbatch_max_bytes: int = 8 << 20  # fewer entries per read when entries are big (and
     # smaller units of background work: predictions wait less; load_tests/predict_latency.py)
     apply_chunk_examples: int = 256  # rows per kernel call (bounds event-loop stalls)

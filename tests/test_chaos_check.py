@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "load_tests"))
 
 import chaos  # noqa: E402
 
-from service.batch.fold_state import BatchFoldState  # noqa: E402
-from service.batch.ingest import parse_batch_entry  # noqa: E402
 from service.batch.spec import BatchLayout, split_params  # noqa: E402
+from service.batch.worker.fold_state import BatchFoldState  # noqa: E402
+from service.batch.worker.ingest import parse_batch_entry  # noqa: E402
 from service.schemas import ModelCreate  # noqa: E402
 
 

@@ -213,8 +213,8 @@ def _without_added(got, want):
 
 @pytest.mark.parametrize("name", [a.replace("artifact-", "fold-") for a in ARTIFACTS])
 def test_a_stored_fold_snapshot_loads(name):
-    from service.batch.fold_state import BatchFoldState
-    from service.batch.worker import load_fold_blob
+    from service.batch.worker.fold_state import BatchFoldState
+    from service.batch.worker.fold_worker import load_fold_blob
 
     expected = EXPECTED[name]
     spec, layout, params = _layout(expected)

@@ -19,9 +19,9 @@ import scipy.sparse as sp
 
 from algorithms.serialization import dumps_state, loads_state
 from service.batch import artifact as artifacts
-from service.batch.fold_state import BatchFoldState
 from service.batch.spec import BatchLayout, split_params
-from service.batch.worker import load_fold_blob
+from service.batch.worker.fold_state import BatchFoldState
+from service.batch.worker.fold_worker import load_fold_blob
 from service.schemas import ModelSpec
 
 FOLDER = Path(__file__).parent / "states" / "v2"

@@ -215,7 +215,7 @@ class SufficientStatistics:
     def from_state_dict(cls, state: dict[str, Any]) -> SufficientStatistics:
         """Inverse of :meth:`state_dict` (and of the states written before the envelope);
         ValueError when the shapes disagree. (The service checks the values it folds:
-        ``service/batch/fold_state.py``.)"""
+        ``service/batch/worker/fold_state.py``.)"""
         _, state = open_envelope(state, cls.kind, (0, cls.format_version))
         mean_x = np.asarray(state["mean_x"], dtype=np.float64)
         out = cls(len(mean_x))

@@ -17,8 +17,8 @@ from service.api.deps import (
 )
 from service.api.media import request_media_type, require_json
 from service.api.openapi import ERROR_RESPONSES, NEXT_BODIES, RETRAIN_LINKS, body_schema
-from service.batch.model_pages import models_page, notice_page
-from service.batch.page import sequence_page
+from service.batch.serving.model_pages import models_page, notice_page
+from service.batch.serving.page import sequence_page
 from service.errors import MalformedBodyError, ServiceError, item_error
 from service.priority import predicting
 from service.schemas import (

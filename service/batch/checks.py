@@ -6,10 +6,10 @@ answers every route with finite numbers.
   depth and size), so ``/versions`` and ``GET /v1/models/{m}`` can always answer it;
 - :func:`check_curves`: a sequence row's figures, one finite number per prefix;
 - :func:`bounded_linear`: linear scores that no request can make overflow;
-- :func:`probe_rows`: the rows a candidate is probed on (``service.batch.candidate``).
+- :func:`probe_rows`: the rows a candidate is probed on (``service.batch.serving.candidate``).
 
 The family's own ranges (coefficients, kernel parameters, leaf values) are its adapter's
-``check_artifact``; :func:`service.batch.candidate.candidate` runs them all.
+``check_artifact``; :func:`service.batch.serving.candidate.candidate` runs them all.
 """
 
 from __future__ import annotations

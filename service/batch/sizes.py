@@ -3,7 +3,7 @@ measured constants the families' estimates use, and the sizes of the held-out pa
 
 Every constant below was measured on the development machine (2 shared cores, OpenBLAS;
 tracemalloc peaks of a warm process, as tests/service/operations/test_model_sizes.py measures them,
-and wall times of service.batch.fit.fit) and is documented in docs/operations.md. A
+and wall times of service.batch.worker.fit.fit) and is documented in docs/operations.md. A
 process's first retrain also compiles / loads kernels (about 15 MB more, once).
 """
 

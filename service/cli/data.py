@@ -50,9 +50,9 @@ default the model's). Prints one JSON object; exit status 1 when publishing was 
 
 
 def _fit_statistics(args: argparse.Namespace) -> int:
-    from service.batch.distributed_statistics import dask_client, fit_statistics
-    from service.batch.file_statistics import FileInputError
-    from service.batch.publish_statistics import END, PublishError, publish, target_of
+    from service.batch.offline.distributed_statistics import dask_client, fit_statistics
+    from service.batch.offline.file_statistics import FileInputError
+    from service.batch.offline.publish_statistics import END, PublishError, publish, target_of
     from service.settings import Settings
 
     if args.redis_url:

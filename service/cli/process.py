@@ -70,7 +70,7 @@ def _worker(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from service.batch.runner import run_worker
+    from service.batch.worker.runner import run_worker
     from service.settings import Settings
     from service.storage import make_storage
 

@@ -26,7 +26,7 @@ from clients.http import (
     ServiceError,
 )
 from service.app import create_app
-from service.batch.fold_state import held_out
+from service.batch.worker.fold_state import held_out
 from service.cli import main
 from service.settings import Settings
 

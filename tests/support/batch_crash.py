@@ -17,9 +17,9 @@ import httpx
 
 from algorithms.serialization import loads_state
 from clients.stream import redis_client
-from service.batch.fold_state import BatchFoldState
-from service.batch.ingest import parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
+from service.batch.worker.fold_state import BatchFoldState
+from service.batch.worker.ingest import parse_batch_entry
 from service.schemas import ModelCreate
 from service.storage import redis_keys
 from tests.support.batch_data import (

@@ -9,7 +9,7 @@ import pytest
 from sklearn.datasets import load_diabetes
 
 from algorithms.anytime import SufficientStatistics
-from service.batch.fold_state import held_out
+from service.batch.worker.fold_state import held_out
 
 DIABETES_GROUPS = [
     {"name": "demographics", "features": ["age", "sex"], "cost": 1.0},

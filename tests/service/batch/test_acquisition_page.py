@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from algorithms.datasets.acquisition_synthetic import make_cube_nm
-from service.batch import policy_page
+from service.batch.serving import policy_page
 from tests.service.batch.test_batch_page import cells_of, dump
 from tests.service.batch.test_next_per_example import GBFS_PARAMS, NM_GROUPS
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples

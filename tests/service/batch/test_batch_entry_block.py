@@ -1,4 +1,4 @@
-"""A read of FBX1 entries parsed as one block (service/batch/ingest.py
+"""A read of FBX1 entries parsed as one block (service/batch/worker/ingest.py
 parse_batch_entries) gives what parsing entry by entry gives, and declines (None) every read
 that entry-by-entry parsing would reject in part; folding the block equals folding the
 entries."""
@@ -11,9 +11,9 @@ import scipy.sparse as sp
 
 from algorithms.anytime import SufficientStatistics
 from service import fbx1
-from service.batch.fold_state import BatchFoldState, held_out
-from service.batch.ingest import parse_batch_entries, parse_batch_entry
 from service.batch.spec import BatchLayout, split_params
+from service.batch.worker.fold_state import BatchFoldState, held_out
+from service.batch.worker.ingest import parse_batch_entries, parse_batch_entry
 from service.schemas import ModelCreate
 
 GROUPS = [{"name": f"g{g}", "features": [f"g{g}_f{k}" for k in range(5)], "cost": 1.0 + g}

@@ -9,8 +9,8 @@ import pytest
 import scipy.sparse as sp
 
 from algorithms.sparse import CSRBatch
-from service.batch.fold_state import BatchFoldState, RowWindow, held_out, splitmix64
 from service.batch.spec import BatchLayout, Window, split_params
+from service.batch.worker.fold_state import BatchFoldState, RowWindow, held_out, splitmix64
 from service.schemas import ModelCreate
 from tests.support.batch_data import DIABETES_GROUPS, assert_same_fold, diabetes
 

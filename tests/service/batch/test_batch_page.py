@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
-from service.batch import model_pages, page
+from service.batch.serving import model_pages, page
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
 from tests.support.processes import embedded_server
 

@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
-from service.batch.fit import build_estimator, check_estimator
 from service.batch.spec import BatchLayout, split_params
+from service.batch.worker.fit import build_estimator, check_estimator
 from service.errors import InputError
 from service.schemas import ModelCreate
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from service.batch.layout import BatchLayout
-from service.batch.requests import BudgetedRequest, cost_cap, parse_next, parse_predict
+from service.batch.serving.requests import BudgetedRequest, cost_cap, parse_next, parse_predict
 from service.errors import InputError
 from service.schemas import ModelSpec
 

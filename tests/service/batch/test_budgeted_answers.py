@@ -239,9 +239,9 @@ def test_a_fold_keeps_its_training_rows_and_one_written_before_answers_by_regres
     sample."""
     import scipy.sparse as sp
 
-    from service.batch.fit import fit
-    from service.batch.fold_state import BatchFoldState
     from service.batch.spec import split_params
+    from service.batch.worker.fit import fit
+    from service.batch.worker.fold_state import BatchFoldState
 
     X, y = diabetes()
     y = _labels(y)

@@ -23,10 +23,10 @@ from fastapi.testclient import TestClient
 from algorithms.anytime import AnytimeLinearModel, SufficientStatistics
 from algorithms.serialization import loads_state
 from service.app import create_app
-from service.batch.distributed_statistics import FileStatistics, fit_statistics
-from service.batch.file_statistics import FileInputError, tree_levels, tree_reduce
-from service.batch.fold_state import held_out
-from service.batch.publish_statistics import END, PublishError, publish, publish_statistics
+from service.batch.offline.distributed_statistics import FileStatistics, fit_statistics
+from service.batch.offline.file_statistics import FileInputError, tree_levels, tree_reduce
+from service.batch.offline.publish_statistics import END, PublishError, publish, publish_statistics
+from service.batch.worker.fold_state import held_out
 from service.cli import main
 from service.settings import Settings
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
@@ -139,8 +139,8 @@ def test_dask_is_imported_only_for_a_cluster_and_the_command_explains_itself(cap
     import subprocess
     import sys
 
-    code = ("import sys, service.cli, service.batch.distributed_statistics, "
-            "service.batch.publish_statistics; "
+    code = ("import sys, service.cli, service.batch.offline.distributed_statistics, "
+            "service.batch.offline.publish_statistics; "
             "assert not {'dask', 'distributed'} & set(sys.modules), 'dask imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
     with pytest.raises(SystemExit) as exit_:
@@ -152,7 +152,7 @@ def test_dask_is_imported_only_for_a_cluster_and_the_command_explains_itself(cap
 
 
 def test_the_files_held_out_rule_and_the_merge_tree():
-    from service.batch.file_statistics import held_out_rows
+    from service.batch.offline.file_statistics import held_out_rows
 
     positions = np.array([0, 1, 57, 2**31 + 5, 2**40])
     mask = held_out_rows("/a/b/part-3.svm", positions, 0.3)
@@ -229,7 +229,7 @@ def stall_plugin(marker_dir: str, victim: str):
         name = "fb-stall"
 
         def setup(self, worker):
-            import service.batch.distributed_statistics as module
+            import service.batch.offline.distributed_statistics as module
 
             original = module.partition_statistics
 

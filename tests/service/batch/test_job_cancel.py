@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from clients.http import FeaturebudgetClient
 from service import fbx1
 from service.app import create_app
-from service.batch import models as batch_models
-from service.batch import retrains, worker
+from service.batch.serving import models as batch_models
+from service.batch.worker import fold_worker, retrains
 from service.cli import main
 from service.settings import Settings
 from tests.support.batch_data import NO_POLICY
@@ -85,7 +85,7 @@ def settings_for(make_settings, **extra) -> Settings:
 def test_a_running_fit_stops_at_its_next_progress_step(make_settings, fits, monkeypatch,
                                                        signal):
     if signal == "stored":  # the folding process reads the stored request (another process)
-        monkeypatch.setattr(worker.BatchFold, "cancel", lambda self, job_id: None)
+        monkeypatch.setattr(fold_worker.BatchFold, "cancel", lambda self, job_id: None)
     with TestClient(create_app(settings_for(make_settings))) as client:
         slow_model(client)
         job_id = client.post("/v1/models/s/retrain").json()["id"]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from algorithms.sparse import CSRBatch
-from service.batch.ingest import parse_batch_document, parse_batch_entries, parse_batch_entry
 from service.batch.spec import BatchLayout
+from service.batch.worker.ingest import parse_batch_document, parse_batch_entries, parse_batch_entry
 from service.errors import InputError
 from service.ingest import ExampleBatch
 from service.schemas import ModelCreate

@@ -269,7 +269,7 @@ def test_the_first_request_starts_the_build_and_answers_per_set(make_settings):
                                            field="label")}
         assert client.post("/v1/models/f/examples?wait=true", json=body).status_code == 202
         assert retrain(client, "f")["status"] == "succeeded"
-        from service.batch import acquisition
+        from service.batch.serving import acquisition
 
         served = client.app.state.manager.batch.hosts["f"].served
         assert served not in acquisition._policies and served not in acquisition._building

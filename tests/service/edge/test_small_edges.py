@@ -28,8 +28,8 @@ from pydantic import ValidationError
 
 from service.api.docs import policy as docs_policy
 from service.app import create_app
-from service.batch import model_pages, page
-from service.batch.requests import cost_cap
+from service.batch.serving import model_pages, page
+from service.batch.serving.requests import cost_cap
 from service.errors import InputError
 from service.schemas import ModelCreate
 from service.settings import Settings

@@ -18,14 +18,14 @@ from algorithms.serialization import dumps_state
 from algorithms.sparse import CSRBatch
 from service.app import create_app
 from service.batch import artifact as artifacts
-from service.batch.fit import fit
-from service.batch.fold_state import BatchFoldState
 from service.batch.spec import (
     BatchLayout,
     estimate_fit_seconds,
     estimate_sizes,
     split_params,
 )
+from service.batch.worker.fit import fit
+from service.batch.worker.fold_state import BatchFoldState
 from service.schemas import ModelCreate
 from tests.support.batch_data import NO_POLICY
 

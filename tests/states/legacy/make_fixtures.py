@@ -164,9 +164,9 @@ GROUPS = [{"name": "a", "features": ["a1", "a2"], "cost": 1.0},
 
 def artifacts() -> None:
     from service.batch import artifact as artifacts
-    from service.batch.fit import fit
-    from service.batch.fold_state import BatchFoldState
     from service.batch.spec import BatchLayout, split_params
+    from service.batch.worker.fit import fit
+    from service.batch.worker.fold_state import BatchFoldState
     from service.schemas import ModelSpec
 
     rng = np.random.default_rng(6)

@@ -22,9 +22,9 @@ import scipy.sparse as sp
 from algorithms.serialization import dumps_state
 from algorithms.sparse import as_csr_batch
 from service.batch import artifact as artifacts
-from service.batch.fit import fit
-from service.batch.fold_state import BatchFoldState
 from service.batch.spec import BatchLayout, split_params
+from service.batch.worker.fit import fit
+from service.batch.worker.fold_state import BatchFoldState
 from service.schemas import ModelSpec
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent)

@@ -1,5 +1,5 @@
 """A batch model's retrain jobs, run by the process that folds it (:class:`RetrainJobs`, a
-part of :class:`~service.batch.worker.BatchFold`).
+part of :class:`~service.batch.worker.fold_worker.BatchFold`).
 
 Jobs run one at a time in a task of their own (the fold keeps folding meanwhile), woken by a
 job notification (Redis pub/sub, or in-process) or a periodic check. A job waits until the
@@ -31,8 +31,8 @@ from service import metrics
 from service.batch import artifact as artifacts
 from service.batch import requested_sets
 from service.batch.families import family_of
-from service.batch.fit import FitError, fit
 from service.batch.jobs import Job, JobStatus, LeaseLost, VersionMeta
+from service.batch.worker.fit import FitError, fit
 from service.fold_loop import renewing
 from service.priority import in_background, yield_to_predictions
 from service.storage import id_key

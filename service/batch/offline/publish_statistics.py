@@ -1,8 +1,9 @@
 """Publish statistics computed outside the log as an anytime model's fold state.
 
 The batch fold's state is its snapshot: statistics + the id of the last log entry they
-include (``service.batch.worker``). Publishing writes such a snapshot, so the batch worker
-that takes the model up next loads it and folds the log on **after** the position written:
+include (``service.batch.worker.fold_worker``). Publishing writes such a snapshot, so the
+batch worker that takes the model up next loads it and folds the log on **after** the
+position written:
 
 * ``after_log_id="end"``: the log's end at the moment of publishing (read while this
   process holds the fold, so no entry is folded meanwhile); the files replace everything
@@ -36,8 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.batch.families import FAMILIES, STATISTICS
-from service.batch.fold_state import BatchFoldState
 from service.batch.spec import BatchLayout, BatchParams, split_params
+from service.batch.worker.fold_state import BatchFoldState
 from service.schemas import ModelSpec
 from service.storage import Storage, id_key
 
@@ -79,9 +80,10 @@ async def publish_statistics(storage: Storage, model: str, statistics, *,
                              after_log_id: str | None = END, merge: bool = False,
                              retrain: bool = False, lease_seconds: float = 30.0
                              ) -> dict[str, Any]:
-    """Write ``statistics`` (a :class:`~service.batch.distributed_statistics.FileStatistics`)
-    as model ``model``'s fold state (see the module docstring for ``after_log_id`` and
-    ``merge``); with ``retrain``, queue a retrain job on it. Returns what was published."""
+    """Write ``statistics`` (a
+    :class:`~service.batch.offline.distributed_statistics.FileStatistics`) as model
+    ``model``'s fold state (see the module docstring for ``after_log_id`` and ``merge``);
+    with ``retrain``, queue a retrain job on it. Returns what was published."""
     target = await model_target(storage, model)
     if statistics.train.n_features != target.n_features:
         raise PublishError(f"the statistics have {statistics.train.n_features} features, "
@@ -100,7 +102,7 @@ async def publish_statistics(storage: Storage, model: str, statistics, *,
 async def _publish(storage: Storage, target: Target, statistics, after_log_id, merge: bool,
                    retrain: bool, owner: str | None) -> dict[str, Any]:
     from algorithms.serialization import dumps_state
-    from service.batch.worker import load_fold_blob, new_job
+    from service.batch.worker.fold_worker import load_fold_blob, new_job
 
     model, spec = target.spec.name, target.spec
     current = BatchFoldState(spec.family, target.layout, target.params)

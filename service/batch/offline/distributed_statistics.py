@@ -3,9 +3,9 @@
 
 :func:`fit_statistics` plans the partitions here (file sizes, Parquet row groups: the paths
 must name the same files for this process and every worker, e.g. a shared filesystem),
-runs one task per partition (:func:`~service.batch.file_statistics.partition_statistics`),
+runs one task per partition (:func:`~service.batch.offline.file_statistics.partition_statistics`),
 then merges their results along the tree of
-:func:`~service.batch.file_statistics.tree_levels`, one task per node: ``ceil(log_k P)``
+:func:`~service.batch.offline.file_statistics.tree_levels`, one task per node: ``ceil(log_k P)``
 levels of k-way merges (Chan's pairwise update), O(P·D²) work and O(D²) bytes moved per
 edge. A task whose worker dies is run again by Dask (the scheduler reschedules lost tasks,
 ``distributed.scheduler.allowed-failures``); a task that raises is retried ``retries``
@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from algorithms.anytime import SufficientStatistics
-from service.batch.file_statistics import (
+from service.batch.offline.file_statistics import (
     FileInputError,
     PartStatistics,
     Reading,

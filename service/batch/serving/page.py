@@ -1,6 +1,6 @@
 """Self-contained HTML pages: the curve of a batch model's served version (inline SVG drawn
 here, no script, nothing fetched) with its sequence as a table and a legend (the list of
-models: :mod:`service.batch.model_pages`).
+models: :mod:`service.batch.serving.model_pages`).
 
 The sequence rows (``Artifact.sequence()``) carry, besides ``groups``, ``name``, ``cost`` and
 ``cumulative_cost``, figures named ``[<half>_]<part>_<metric>``: ``half`` is ``anytime`` or
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.batch.families import FAMILIES
-from service.batch.policy_page import policy_section
+from service.batch.serving.policy_page import policy_section
 
 DASH = "\u2014"  # what a missing value shows as, never "None"
 
@@ -420,7 +420,7 @@ def _head(columns: list[tuple[str, str, str, bool]]) -> str:
 def sequence_page(model: str, family: str, task: str, sequence: dict[str, Any], *,
                   policy: dict[str, Any] | None = None) -> str:
     """The page; ``policy``: the per-example policy's summary or state
-    (:mod:`service.batch.policy_summary`), shown below the sequence (none: left out)."""
+    (:mod:`service.batch.serving.policy_summary`), shown below the sequence (none: left out)."""
     created = sequence.get("created_at")
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(created)) \
         if _finite(created) else DASH

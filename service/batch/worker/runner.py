@@ -17,7 +17,7 @@ import time
 import uuid
 
 from service.allocator import retain_freed_memory
-from service.batch.worker import BatchWorker
+from service.batch.worker.fold_worker import BatchWorker
 from service.kernel_warmup import warm_batch_kernels
 from service.settings import Settings
 from service.storage import make_storage

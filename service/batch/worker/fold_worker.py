@@ -3,10 +3,10 @@ run retrain jobs, publish versions.
 
 A :class:`BatchFold` is the fold loop of :mod:`service.fold_loop` (lease, reader, snapshots,
 hand-over, the end of a deleted model) over a
-:class:`~service.batch.fold_state.BatchFoldState`: each read block of entries is parsed in
-log order and folded as one :meth:`~service.batch.fold_state.BatchFoldState.apply_entries`
+:class:`~service.batch.worker.fold_state.BatchFoldState`: each read block of entries is parsed in
+log order and folded as one :meth:`~service.batch.worker.fold_state.BatchFoldState.apply_entries`
 block (malformed entries go to the dead letters); after each block the fold publishes the
-applied position and its counters. Its retrain jobs are :mod:`service.batch.retrains`.
+applied position and its counters. Its retrain jobs are :mod:`service.batch.worker.retrains`.
 
 ``featurebudget worker`` runs a :class:`BatchWorker` against Redis; on the embedded backend
 ``featurebudget serve`` runs one in-process.
@@ -24,11 +24,11 @@ from typing import Any
 
 from service import metrics
 from service.batch.families import family_of
-from service.batch.fold_state import BatchFoldState
-from service.batch.ingest import parse_batch_entry
 from service.batch.jobs import Job
-from service.batch.retrains import RetrainJobs
 from service.batch.spec import BatchLayout, split_params
+from service.batch.worker.fold_state import BatchFoldState
+from service.batch.worker.ingest import parse_batch_entry
+from service.batch.worker.retrains import RetrainJobs
 from service.errors import InputError
 from service.fold_loop import Fold, cancel_and_wait
 from service.following import follow_model_events, follow_snapshot_requests
@@ -117,7 +117,7 @@ class BatchFold(RetrainJobs, Fold):
         is parsed as one block (``parse_batch_entries``: no per-entry arrays, so
         one-example entries fold at the rate of bulk ones); any other read, or one with a
         malformed entry, entry by entry."""
-        from service.batch.ingest import parse_batch_entries
+        from service.batch.worker.ingest import parse_batch_entries
 
         try:
             block = parse_batch_entries([entry.fields for entry in entries], self.layout,

@@ -14,9 +14,9 @@ from typing import Any
 
 from service import metrics
 from service.batch import artifact as artifacts
-from service.batch import policy_summary
-from service.batch.ingest import parse_batch_body
+from service.batch.serving import policy_summary
 from service.batch.spec import BatchLayout, split_params
+from service.batch.worker.ingest import parse_batch_body
 from service.errors import ConflictError
 from service.model_interface import Host
 from service.priority import in_background
@@ -29,7 +29,7 @@ log = logging.getLogger("featurebudget.batch")
 class BatchHost(Host):
     """One batch model in this process: its layout and served version; the route-facing
     methods of :class:`~service.model_interface.Host` are calls into ``models``
-    (:class:`~service.batch.models.BatchModels`)."""
+    (:class:`~service.batch.serving.models.BatchModels`)."""
 
     kind = "batch"
 
@@ -108,7 +108,7 @@ class BatchHost(Host):
 
     async def acquisition(self) -> dict[str, Any]:
         """What the served version's per-example policy does (its summary is started if
-        nobody has: :mod:`service.batch.policy_summary`)."""
+        nobody has: :mod:`service.batch.serving.policy_summary`)."""
         await self.models.require_version(self)
         return {"model": self.name,
                 **policy_summary.describe(self.models.served(self), start=True)}

@@ -19,12 +19,12 @@ import numpy as np
 from service import metrics
 from service.answers import AnswerPool
 from service.batch import artifact as artifacts
-from service.batch import policy_summary, requested_sets
-from service.batch.candidate import candidate
-from service.batch.fit import check_estimator
-from service.batch.host import BatchHost
+from service.batch import requested_sets
 from service.batch.jobs import Job, JobStatus, no_version_error
-from service.batch.requests import BudgetedRequest, assemble, parse_next, parse_predict
+from service.batch.serving import policy_summary
+from service.batch.serving.candidate import candidate
+from service.batch.serving.host import BatchHost
+from service.batch.serving.requests import BudgetedRequest, assemble, parse_next, parse_predict
 from service.batch.spec import (
     PART_NAMES,
     estimate_fit_seconds,
@@ -32,7 +32,8 @@ from service.batch.spec import (
     memory_bytes,
     split_params,
 )
-from service.batch.worker import BatchWorker
+from service.batch.worker.fit import check_estimator
+from service.batch.worker.fold_worker import BatchWorker
 from service.errors import (
     ConflictError,
     InputError,
@@ -321,7 +322,7 @@ class BatchModels:
 
     async def rollback(self, host: BatchHost, version: int) -> dict[str, Any]:
         """Point the model at a stored ``version``, checked and warmed first
-        (:func:`~service.batch.candidate.candidate`): one that cannot answer is refused and
+        (:func:`~service.batch.serving.candidate.candidate`): one that cannot answer is refused and
         the pointer stays."""
         blob = await self.storage.load_artifact(host.name, version)
         if blob is None:
@@ -381,7 +382,7 @@ class BatchModels:
 
     def next(self, host: BatchHost, document: dict) -> dict[str, Any]:
         """``POST /next``: the per-set next group of ``computed_groups``; with ``examples``
-        one answer per example (:mod:`service.batch.acquisition`)."""
+        one answer per example (:mod:`service.batch.serving.acquisition`)."""
         served = self.served(host)
         request = parse_next(host.layout, host.spec.task, document)
         if request.batch is not None:
@@ -396,7 +397,7 @@ class BatchModels:
                           request: BudgetedRequest) -> dict[str, Any]:
         """Each example's next group (its computed set: ``computed_groups`` or the groups
         it carries), the stop rule of ``max_cost`` and ``exchange_rate``."""
-        from service.batch import acquisition
+        from service.batch.serving import acquisition
 
         layout = host.layout
         dense = request.batch.X.to_scipy().toarray()
@@ -423,7 +424,7 @@ class BatchModels:
             blob = await current_snapshot(self.storage, host.name,
                                           self.settings.wait_timeout_seconds)
         if blob is None:  # nothing logged yet: the initial (empty) fold state
-            from service.batch.fold_state import BatchFoldState
+            from service.batch.worker.fold_state import BatchFoldState
 
             blob = dumps_state(BatchFoldState(host.family, host.layout, host.params)
                                .state_dict())
@@ -452,7 +453,7 @@ class BatchModels:
             raise item_error(f"not a valid snapshot: {exc}", field="body") from exc
         raw_artifact = state.pop("svc_artifact", None)
         state.pop("svc_model", None)
-        from service.batch.fold_state import BatchFoldState
+        from service.batch.worker.fold_state import BatchFoldState
 
         fresh = BatchFoldState(host.family, host.layout, host.params)
         try:  # every check a route, the warm-up or a retrain makes, before anything changes

@@ -12,7 +12,7 @@ gives the same bits.
 Held-out rule for files: the row whose line starts at byte ``o`` of a libsvm file (the
 ``o``-th row of a Parquet file) named ``f`` is a validation row when
 ``splitmix64(crc32(basename(f))·2³² + o) / 2⁶⁴ < validation_fraction`` (wrapping
-arithmetic): the log's rule (``service.batch.fold_state.held_out``) with the file name as
+arithmetic): the log's rule (``service.batch.worker.fold_state.held_out``) with the file name as
 the entry id and the row's position in the file as ``k``. It does not depend on the
 partitioning, the workers, or the directory the files are read from.
 """
@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from algorithms.anytime import SufficientStatistics
 from algorithms.sparse._validate import MAX_ABS_VALUE
 from algorithms.sparse.libsvm import LibsvmFormatError, parse_libsvm
-from service.batch.fold_state import DENSE_FRACTION, splitmix64
+from service.batch.worker.fold_state import DENSE_FRACTION, splitmix64
 
 T = TypeVar("T")
 LIBSVM_SUFFIXES = (".svm", ".libsvm", ".txt", ".svmlight", ".dat")

@@ -6,7 +6,7 @@ version's policy, with group names.
 One summary per served version, computed once on a background thread (lower priority,
 yielding to predictions between rows) that the acquisition route or the sequence page
 starts: the thread waits for the version's policy (starting its build if nobody has:
-:func:`service.batch.acquisition.policy_of`), then runs the summary's episodes, at most
+:func:`service.batch.serving.acquisition.policy_of`), then runs the summary's episodes, at most
 :data:`~algorithms.acquisition.summary.SUMMARY_ROWS` held-out rows times five exchange
 rates, each at most ``J`` decisions of O(n/2 |F_S| + 2^(P-|s|) k): 1.2 s for 291 rows and
 4 groups; 6.6 s of CPU for 5,000 held-out rows and 16 groups (a pool of 8) when the policy
@@ -30,7 +30,7 @@ from typing import Any
 
 from algorithms.acquisition.summary import summarize
 from service import priority
-from service.batch import acquisition
+from service.batch.serving import acquisition
 
 log = logging.getLogger("featurebudget.batch")
 _lock = threading.Lock()

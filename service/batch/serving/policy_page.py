@@ -1,7 +1,7 @@
 """The sequence page's section on the per-example next-group policy (the summary of
-:mod:`service.batch.policy_summary`) and its one-cell line on ``/ui``. Plain HTML, no
+:mod:`service.batch.serving.policy_summary`) and its one-cell line on ``/ui``. Plain HTML, no
 script: a summary still being computed says so and asks for a reload. O(rates x groups).
-(It imports nothing of :mod:`service.batch.page`, which imports it.)"""
+(It imports nothing of :mod:`service.batch.serving.page`, which imports it.)"""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from service.batch.ingest import parse_batch_items
+from service.batch.worker.ingest import parse_batch_items
 from service.errors import item_error
 from service.ingest import ExampleBatch
 

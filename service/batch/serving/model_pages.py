@@ -10,8 +10,8 @@ import html
 import time
 from typing import Any
 
-from service.batch.page import _STYLE, DASH, cell
-from service.batch.policy_page import ui_cell
+from service.batch.serving.page import _STYLE, DASH, cell
+from service.batch.serving.policy_page import ui_cell
 
 _HEAD = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">

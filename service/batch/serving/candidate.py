@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from service.batch import artifact as artifacts
 from service.batch.checks import finite_tree
 from service.batch.layout import BatchLayout
-from service.batch.page import sequence_page
+from service.batch.serving.page import sequence_page
 
 PROBE_SINGLETONS = 64  # groups probed alone, at most (the first of the order)
 

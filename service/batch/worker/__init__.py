@@ -1,0 +1,1 @@
+"""Folding a batch model's log and running its retrains (the batch worker)."""
