@@ -138,19 +138,21 @@ def wait_ready(child: Child, url: str | None = None, timeout: float = 240.0,
     if the process exits or ``timeout`` passes first."""
     import httpx
 
-    url = url or child.url
+    from clients import FeaturebudgetClient, ServiceError
+
     started = time.monotonic()
     deadline = started + timeout
-    while time.monotonic() < deadline:
-        if not child.alive():
-            raise RuntimeError(f"{child.label} exited ({child.process.returncode}):\n"
-                               f"{child.tail()}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+    with FeaturebudgetClient(url or child.url, timeout=2) as client:
+        while time.monotonic() < deadline:
+            if not child.alive():
+                raise RuntimeError(f"{child.label} exited ({child.process.returncode}):\n"
+                                   f"{child.tail()}")
+            try:
+                client.readyz()
                 return time.monotonic() - started
-        except httpx.HTTPError:
-            pass
-        time.sleep(poll)
+            except (ServiceError, httpx.HTTPError):
+                pass
+            time.sleep(poll)
     raise RuntimeError(f"{child.label} not ready within {timeout} s:\n{child.tail()}")
 
 

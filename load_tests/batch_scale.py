@@ -99,10 +99,12 @@ sys.path.insert(0, str(ROOT / "load_tests"))
 
 import _servers  # noqa: E402
 import predict_latency  # noqa: E402  (the open-loop generator: RawPool, _generate)
+from _harness import applied, connect, create, inspect, metrics, wait_job  # noqa: E402
 from _servers import Child, children_of, pick_port, rss_bytes, wait_ready  # noqa: E402
-from batch_service import wait_job, wait_owned  # noqa: E402
+from batch_service import wait_owned  # noqa: E402
 
 from algorithms.anytime import SufficientStatistics  # noqa: E402
+from clients import FeaturebudgetClient, ServiceError  # noqa: E402
 from service import fbx1 as codec  # noqa: E402
 from service.storage import redis_keys  # noqa: E402
 
@@ -308,9 +310,9 @@ class Stack:
                 if not self.worker.alive():
                     raise RuntimeError(f"worker exited:\n{self.worker.tail()}")
                 try:
-                    if httpx.get(f"{self.metrics_url}/metrics", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
+                    metrics(self.metrics_url, timeout=2)
+                    break
+                except (ServiceError, httpx.HTTPError):
                     pass
                 if time.monotonic() > deadline:
                     raise PhaseTimeoutError(f"worker metrics not up within {timeout} s")
@@ -355,13 +357,7 @@ class Stack:
 
 
 # ============================================================================ HTTP helpers
-def applied(client: httpx.Client, model: str) -> int:
-    response = client.get(f"/v1/models/{model}", params={"features": "false"})
-    response.raise_for_status()
-    return int(response.json()["examples_applied"])
-
-
-def wait_applied(client: httpx.Client, stack: Stack, model: str, target: int,
+def wait_applied(client: FeaturebudgetClient, stack: Stack, model: str, target: int,
                  timeout: float, poll: float = 0.02) -> float:
     """perf_counter time at which ``examples_applied >= target`` was first seen."""
     deadline = time.monotonic() + timeout
@@ -370,7 +366,7 @@ def wait_applied(client: httpx.Client, stack: Stack, model: str, target: int,
         stack.check_alive()
         try:
             last = applied(client, model)
-        except httpx.HTTPError as exc:  # a slow answer: keep waiting until the deadline
+        except (ServiceError, httpx.HTTPError) as exc:  # a slow answer: keep waiting
             last = f"{type(exc).__name__}"
         if isinstance(last, int) and last >= target:
             return time.perf_counter()
@@ -411,21 +407,21 @@ def fold_seconds(stack: Stack, model: str) -> float | None:
     """The folding process's ``featurebudget_update_seconds`` sum for the model: its time
     spent parsing and folding reads (None when unreadable)."""
     try:
-        text = httpx.get(f"{stack.metrics_url}/metrics", timeout=30).text
-    except httpx.HTTPError:
+        text = metrics(stack.metrics_url, timeout=30)
+    except (ServiceError, httpx.HTTPError):
         return None
     entry = metric_seconds(text, model).get("featurebudget_update_seconds")
     return entry["sum"] if entry else None
 
 
-def fold_phase(client: httpx.Client, stack: Stack, model: str, bodies: list[bytes],
+def fold_phase(client: FeaturebudgetClient, stack: Stack, model: str, bodies: list[bytes],
                content_type: str, examples: int, concurrency: int, timeout: float) -> dict:
     """POST the bodies, wait until all are applied: examples/s end to end (first POST to
     all applied) and while folding (examples / the fold's own busy seconds, from the
     ``featurebudget_update_seconds`` histogram of the folding process)."""
     before = applied(client, model)
     busy0 = fold_seconds(stack, model)
-    sent = asyncio.run(_post_all(str(client.base_url).rstrip("/"),
+    sent = asyncio.run(_post_all(str(client.http.base_url).rstrip("/"),
                                  f"/v1/models/{model}/examples", bodies, content_type,
                                  concurrency, timeout))
     if sent["errors"]:
@@ -444,7 +440,7 @@ def fold_phase(client: httpx.Client, stack: Stack, model: str, bodies: list[byte
             "fold_busy_examples_per_s": examples / busy if busy else None}
 
 
-def backlog_phase(client: httpx.Client, stack: Stack, redis_client, model: str,
+def backlog_phase(client: FeaturebudgetClient, stack: Stack, redis_client, model: str,
                   payloads: list[bytes], timeout: float) -> dict:
     """Redis only: the one-example FBX1 entries XADDed to the model's log in one pipeline
     (what ``POST /examples`` appends, minus HTTP), so the fold reads them from a backlog:
@@ -694,7 +690,7 @@ def run_case(D: int, backend: str, data: dict, cfg: dict, args, redis_client) ->
         redis_client.flushdb()
     work = Path(tempfile.mkdtemp(prefix=f"fb-scale-{backend}-{D}-", dir="/tmp"))
     stack: Stack | None = None
-    client: httpx.Client | None = None
+    client: FeaturebudgetClient | None = None
     phase = "start"
 
     def fail(name: str, exc: BaseException) -> None:
@@ -710,23 +706,20 @@ def run_case(D: int, backend: str, data: dict, cfg: dict, args, redis_client) ->
                       timeout=min(timeout, 300.0), max_model_bytes=args.max_model_bytes)
         row["startup_seconds"] = stack.startup_seconds
         row["ready_rss_bytes"] = stack.ready_rss
-        client = httpx.Client(base_url=stack.api.url, timeout=min(timeout, 120.0))
+        client = connect(stack.api.url, timeout=min(timeout, 120.0))
 
         phase = "create"
         t0 = time.perf_counter()
-        response = client.post("/v1/models", json=body)
-        row["phases"]["create"] = {"status": response.status_code,
-                                   "seconds": time.perf_counter() - t0}
-        if response.status_code != 201:
-            try:
-                detail = response.json()
-            except ValueError:
-                detail = response.text[:2000]
-            row["phases"]["create"]["body"] = detail
-            if 400 <= response.status_code < 500 or response.status_code == 507:
+        try:
+            create(client, body)
+        except ServiceError as exc:
+            row["phases"]["create"] = {"status": exc.status, "seconds": time.perf_counter() - t0,
+                                       "body": exc.problem}
+            if 400 <= exc.status < 500 or exc.status == 507:
                 row["outcome"] = "refused"
                 return row
-            raise RuntimeError(f"POST /v1/models: {response.status_code} {response.text[:500]}")
+            raise RuntimeError(f"POST /v1/models: {exc}") from exc
+        row["phases"]["create"] = {"status": 201, "seconds": time.perf_counter() - t0}
         if stack.worker is not None:
             wait_owned(redis_client, model, stack.worker, timeout=min(timeout, 120.0))
 
@@ -756,17 +749,14 @@ def run_case(D: int, backend: str, data: dict, cfg: dict, args, redis_client) ->
         phase = "retrain"
         print(f"  {backend} D={D}: retrain ...", file=sys.stderr)
         posted_wall, posted = time.time(), time.perf_counter()
-        response = client.post(f"/v1/models/{model}/retrain")
-        if response.status_code != 202:
-            raise RuntimeError(f"POST /retrain: {response.status_code} {response.text[:500]}")
-        job = wait_job(client, model, response.json()["id"], timeout=timeout)
+        job = wait_job(client, model, client.retrain(model).id, timeout=timeout)
         if job.get("status") != "succeeded":
             raise RuntimeError(f"retrain job {job.get('status')}: {job.get('error')}")
         remaining = max(1.0, timeout - (time.perf_counter() - posted))
         deadline = time.monotonic() + remaining
         while True:
             stack.check_alive()
-            doc = client.get(f"/v1/models/{model}", params={"features": "false"}).json()
+            doc = inspect(client, model)
             if doc.get("version") == job["version"]:
                 break
             if doc.get("serving_error"):
@@ -795,13 +785,13 @@ def run_case(D: int, backend: str, data: dict, cfg: dict, args, redis_client) ->
         G = len(groups)
         warm_ids = list(range(0, G, 2))[:max(1, G // 2)]  # the warm set, never used cold
         seen = {frozenset(warm_ids)}
-        row["phases"][phase] = cold_predictions(client, stack, model, groups,
+        row["phases"][phase] = cold_predictions(client.http, stack, model, groups,
                                                 data["predict_rows"], cfg["cold"], seen,
                                                 seed=D + 7, timeout=timeout)
 
         phase = "warm_predict"
         print(f"  {backend} D={D}: warm predictions at {WARM_RATE:.0f}/s ...", file=sys.stderr)
-        row["phases"][phase] = warm_predictions(client, stack, model, groups,
+        row["phases"][phase] = warm_predictions(client.http, stack, model, groups,
                                                 data["predict_rows"][0], warm_ids,
                                                 cfg["warm_seconds"], work, timeout)
     except Exception as exc:  # noqa: BLE001 - the row records it
@@ -811,7 +801,7 @@ def run_case(D: int, backend: str, data: dict, cfg: dict, args, redis_client) ->
     finally:
         if stack is not None:
             try:
-                text = httpx.get(f"{stack.metrics_url}/metrics", timeout=30).text
+                text = metrics(stack.metrics_url, timeout=30)
                 row["service_seconds"] = metric_seconds(text, model)
             except Exception as exc:  # noqa: BLE001
                 row["service_seconds"] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -822,7 +812,7 @@ def run_case(D: int, backend: str, data: dict, cfg: dict, args, redis_client) ->
             row["peak_rss_bytes"] = stack.peaks()
             if client is not None:
                 with contextlib.suppress(Exception):
-                    client.delete(f"/v1/models/{model}", timeout=60)
+                    client.delete_model(model)
                 client.close()
             row["exit_codes"] = stack.stop()
             row["log_problems"] = stack.log_problems()

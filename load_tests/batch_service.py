@@ -50,7 +50,6 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import scipy.sparse as sp
 
@@ -58,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import _servers  # noqa: E402
+from _harness import connect, create, wait_job, wait_served  # noqa: E402
 from _servers import Child, wait_ready  # noqa: E402
 
 from algorithms.anytime import AnytimeLinearModel, SufficientStatistics  # noqa: E402
@@ -68,7 +68,6 @@ from service.batch.spec import BatchLayout, split_params  # noqa: E402
 from service.batch.worker.fold_state import BatchFoldState, held_out  # noqa: E402
 from service.schemas import ModelCreate  # noqa: E402
 from service.storage import redis_keys  # noqa: E402
-from tests.support.models import create_from_body  # noqa: E402
 
 ROWS = 100  # examples per log entry
 GROUP_SIZE = 10
@@ -150,8 +149,8 @@ def wait_owned(r, model: str, worker: Child, timeout: float = 240.0) -> None:
                        f"{worker.tail()}")
 
 
-def create_model(client: httpx.Client, body: dict) -> None:
-    create_from_body(FeaturebudgetClient(http=client), body, replace=True)
+def create_model(client: FeaturebudgetClient, body: dict) -> None:
+    create(client, body, replace=True)
 
 
 def append(r, model: str, payloads: list[bytes], ids: list[str] | None = None) -> list[str]:
@@ -283,7 +282,7 @@ def fold_end_to_end(client, r, redis_url: str, worker: Child, D: int, n_entries:
     positive = [(t, k) for t, k in samples if k > 0]
     t_first, k_first = positive[0]
     t_last, k_last = positive[-1]
-    client.delete(f"/v1/models/{name}")
+    client.delete_model(name)
     return {"entries": n_entries, "examples": total,
             "append_seconds": appended - started,
             "first_to_last_seconds": t_last - t_first,
@@ -328,16 +327,6 @@ def retrain_in_process(X, y, costs, held, repeats: int) -> dict:
     return out
 
 
-def wait_job(client, model: str, job_id: str, timeout: float = 300.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.get(f"/v1/models/{model}/jobs/{job_id}").json()
-        if job.get("status") in ("succeeded", "failed") and job.get("finished_at"):
-            return job
-        time.sleep(0.02)
-    raise TimeoutError(f"{model}: job {job_id} not finished within {timeout} s: {job}")
-
-
 def retrain_service(client, r, worker: Child, X, y, costs, ids, repeats: int) -> dict:
     payloads = [fbx1(m, t) for m, t in entries_of(X, y)]
     out = {}
@@ -352,18 +341,10 @@ def retrain_service(client, r, worker: Child, X, y, costs, ids, repeats: int) ->
         runs = []
         for _ in range(repeats):
             posted_wall, posted = time.time(), time.perf_counter()
-            response = client.post(f"/v1/models/{name}/retrain")
-            if response.status_code != 202:
-                raise RuntimeError(f"POST /retrain {name}: {response.status_code} "
-                                   f"{response.text[:500]}")
-            job = wait_job(client, name, response.json()["id"])
+            job = wait_job(client, name, client.retrain(name).id)
             if job["status"] != "succeeded":
                 raise RuntimeError(f"{name}: retrain job failed: {job}")
-            deadline = time.monotonic() + 60
-            while client.get(f"/v1/models/{name}").json().get("version") != job["version"]:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{name}: version {job['version']} never served")
-                time.sleep(0.005)
+            wait_served(client, name, job["version"], timeout=60, poll=0.005)
             runs.append({"duration_seconds": job["duration_seconds"],
                          "artifact_bytes": int(r.strlen(redis_keys.artifact_key(name,
                                                                           job["version"]))),
@@ -372,7 +353,7 @@ def retrain_service(client, r, worker: Child, X, y, costs, ids, repeats: int) ->
                          "examples_used": job["examples_used"],
                          "validation_examples": job["validation_examples"],
                          "version": job["version"]})
-        client.delete(f"/v1/models/{name}")
+        client.delete_model(name)
         out[method] = {"median_duration_seconds":
                        float(np.median([x["duration_seconds"] for x in runs])),
                        "median_post_to_served_seconds":
@@ -400,6 +381,8 @@ class Predictor(threading.Thread):
         self.versions_seen: set[int] = set()
 
     def run(self) -> None:
+        import httpx  # the paced predictions this test measures: a raw client
+
         clients = {u: httpx.Client(base_url=u, timeout=10) for u in self.urls}
         start, k = time.perf_counter(), 0
         try:
@@ -434,7 +417,7 @@ class Predictor(threading.Thread):
                 client.close()
 
 
-def publish_latency(clients: list[httpx.Client], r, worker: Child, n: int, publishes: int,
+def publish_latency(clients: list[FeaturebudgetClient], r, worker: Child, n: int, publishes: int,
                     rate: float, poll_s: float = 0.005) -> dict:
     name = "publish"
     a, b = clients
@@ -445,13 +428,11 @@ def publish_latency(clients: list[httpx.Client], r, worker: Child, n: int, publi
     wait_folded(r, name, n, worker, timeout=120)
 
     def versions() -> list[int | None]:
-        return [c.get(f"/v1/models/{name}").json().get("version") for c in clients]
+        return [c.get_model(name).version for c in clients]
 
     def publish_once(previous: int) -> dict:
         posted_wall, posted = time.time(), time.perf_counter()
-        response = a.post(f"/v1/models/{name}/retrain")
-        if response.status_code != 202:
-            raise RuntimeError(f"POST /retrain: {response.status_code} {response.text[:300]}")
+        job_id = a.retrain(name).id
         seen: list[float | None] = [None, None]
         regressions = 0
         last = [previous, previous]
@@ -460,12 +441,13 @@ def publish_latency(clients: list[httpx.Client], r, worker: Child, n: int, publi
         while None in seen:
             now = time.perf_counter()
             if now > deadline:
-                job = a.get(f"/v1/models/{name}/jobs/{response.json()['id']}").json()
+                job = a.job(name, job_id).raw
                 raise TimeoutError(f"version after {previous} not served by both APIs "
                                    f"within 30 s: versions {versions()}, job {job}")
             for i, client in enumerate(clients):
                 if seen[i] is None:
-                    version = client.get(f"/v1/models/{name}").json().get("version") or 0
+                    version = client.http.get(f"/v1/models/{name}").json().get(
+                        "version") or 0  # (timed: the raw GET)
                     if version < last[i]:
                         regressions += 1
                     last[i] = max(last[i], version)
@@ -475,7 +457,7 @@ def publish_latency(clients: list[httpx.Client], r, worker: Child, n: int, publi
             delay = posted + k * poll_s - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-        job = wait_job(a, name, response.json()["id"])
+        job = wait_job(a, name, job_id)
         if job["status"] != "succeeded":
             raise RuntimeError(f"retrain job failed: {job}")
         first, second = sorted(seen)
@@ -490,7 +472,8 @@ def publish_latency(clients: list[httpx.Client], r, worker: Child, n: int, publi
     warm = publish_once(0)  # version 1: predictions need a served version
     example = {"features": {f"g{g}": {f"g{g}_f{k}": float(X[0, g * GROUP_SIZE + k])
                                       for k in range(GROUP_SIZE)} for g in range(10)}}
-    predictor = Predictor([str(c.base_url).rstrip("/") for c in clients], name, example, rate)
+    predictor = Predictor([str(c.http.base_url).rstrip("/") for c in clients], name, example,
+                          rate)
     predictor.start()
     time.sleep(0.5)
     runs = []
@@ -505,7 +488,7 @@ def publish_latency(clients: list[httpx.Client], r, worker: Child, n: int, publi
     finally:
         predictor.stop_event.set()
         predictor.join(timeout=15)
-    a.delete(f"/v1/models/{name}")
+    a.delete_model(name)
     both = [x["post_to_both_seconds"] for x in runs]
     summary = {"publishes": len(runs), "poll_interval_s": poll_s,
                "p50_s": percentile(both, 50), "p99_s": percentile(both, 99),
@@ -566,7 +549,7 @@ def main(argv=None) -> int:
     log_dir = tempfile.mkdtemp(prefix="fb-batch-load-")
     env = child_env(args.redis_url, tempfile.mkdtemp(prefix="fb-batch-data-"))
     children: list[Child] = []
-    clients: list[httpx.Client] = []
+    clients: list[FeaturebudgetClient] = []
     try:
         apis = []
         for port in PORTS:
@@ -577,7 +560,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         for child, port in zip(apis, PORTS, strict=True):
             wait_ready(child, f"http://127.0.0.1:{port}")
-        clients = [httpx.Client(base_url=f"http://127.0.0.1:{p}", timeout=60) for p in PORTS]
+        clients = [connect(f"http://127.0.0.1:{p}", timeout=60) for p in PORTS]
         results["startup_seconds"] = time.perf_counter() - t0
         for D, (_, _, n_entries) in FOLD_SIZES[mode].items():
             print(f"fold end to end D={D} ...", file=sys.stderr)

@@ -41,8 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "load_tests"))
 
+from _harness import connect, create, start_api, wait_job, wait_served  # noqa: E402
 from _proc import cpu_seconds  # noqa: E402
-from _servers import serve, service_env, wait_ready  # noqa: E402
+from _servers import service_env  # noqa: E402
 from predict_latency import RawPool  # noqa: E402
 
 MODEL = "next_gbfs"
@@ -149,42 +150,29 @@ async def open_loop(url: str, path: str, rate: float, count: int, payloads,
 # ======================================================================= set-up
 def prepare(url: str, rows: int) -> dict:
     """Create, load and train the model; start the policy's build and wait for it."""
-    import httpx
-    import orjson
-
-    client = httpx.Client(base_url=url, timeout=600)
+    client = connect(url, timeout=600)
     spec = {"name": MODEL, "algorithm": "gbfs", "task": "classification",
             "groups": groups(), "params": {"n_estimators": 100, "max_depth": 3,
                                            "window": {"kind": "newest", "size": rows},
                                            "retrain_every_examples": None,
                                            "retrain_every_seconds": None}}
-    response = client.post("/v1/models", json=spec)
-    if response.status_code != 201:
-        raise RuntimeError(f"create: {response.status_code} {response.text[:300]}")
+    create(client, spec)
     X, y = data(rows, 0)
     every = list(range(N_GROUPS))
     for start in range(0, rows, 2000):
         chunk = [{**example(X[i], every), "label": int(y[i])}
                  for i in range(start, min(rows, start + 2000))]
-        posted = client.post(f"/v1/models/{MODEL}/examples?wait=true",
-                             content=orjson.dumps({"examples": chunk}),
-                             headers={"content-type": "application/json"})
-        if posted.status_code != 202:
-            raise RuntimeError(f"examples: {posted.status_code} {posted.text[:300]}")
+        client.post_examples(MODEL, chunk, wait=True)
     started = time.monotonic()
-    job = client.post(f"/v1/models/{MODEL}/retrain").json()
-    while job["status"] not in ("succeeded", "failed", "cancelled"):
-        time.sleep(0.5)
-        job = client.get(f"/v1/models/{MODEL}/jobs/{job['id']}").json()
+    job = wait_job(client, MODEL, client.retrain(MODEL).id, timeout=600, poll=0.5)
     if job["status"] != "succeeded":
         raise RuntimeError(f"retrain: {job}")
     fit_s = time.monotonic() - started
-    while client.get(f"/v1/models/{MODEL}").json().get("version") != job["version"]:
-        time.sleep(0.05)
-    probe = {"examples": [example(X[0], [0])]}
+    wait_served(client, MODEL, job["version"], timeout=600, poll=0.05)
+    probe = [example(X[0], [0])]
     started = time.monotonic()
     while True:
-        answer = client.post(f"/v1/models/{MODEL}/next", json=probe).json()["answers"][0]
+        answer = client.next_groups(MODEL, probe)[0]
         if not answer["policy_building"]:
             break
         time.sleep(0.1)
@@ -222,12 +210,11 @@ def run_backend(backend: str, args) -> dict:
         redis.Redis.from_url(redis_url).flushdb()
     env = service_env(redis_url=redis_url, data_dir=work / "data", batch_worker="true")
     try:
-        server = serve(args.port, env, work)  # (started)
+        server = start_api(args.port, env, work)  # (started and ready)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     try:
-        wait_ready(server)
         setup = prepare(server.url, args.rows)
         count = int(args.rate * args.seconds)
         payloads = bodies(400, 7)

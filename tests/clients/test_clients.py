@@ -99,6 +99,32 @@ def test_async_client(tmp_path, data):
     assert info.examples_applied == 32 and len(prediction.scores) == 3
 
 
+def test_get_model_without_features_is_the_same_description_less_the_features(tmp_path,
+                                                                                 data):
+    """``get_model(name, features=False)`` (``?features=false``, what the load tests poll):
+    the same counters and position, no ``selected_features``; sync and async alike."""
+    X, y = data
+    app = create_app(Settings(data_dir=tmp_path, consumer_block_ms=20))
+    with TestClient(app) as http, FeaturebudgetClient(http=http) as client:
+        client.create_model("m", algorithm="pet", n_features=X.n_features, budget=30)
+        client.post_examples("m", rows(X, y, 0, 40), wait=True)
+        full, lean = client.get_model("m"), client.get_model("m", features=False)
+        assert full.selected_features and not lean.selected_features
+        assert (lean.examples_applied, lean.log_position) == (40, full.log_position)
+
+    async def run():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with AsyncFeaturebudgetClient("http://test", transport=transport) as aio:
+                await aio.create_model("a", algorithm="pet", n_features=X.n_features,
+                                       budget=30)
+                await aio.post_examples("a", rows(X, y, 0, 10), wait=True)
+                return await aio.get_model("a", features=False)
+
+    info = asyncio.run(run())
+    assert info.examples_applied == 10 and not info.selected_features
+
+
 def test_binary_format_round_trip(data):
     X, y = data
     piece = X.row_slice(3, 40)

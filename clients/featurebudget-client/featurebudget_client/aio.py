@@ -81,8 +81,12 @@ class AsyncFeaturebudgetClient:
         data = check(await self.http.get("/v1/models")).json()
         return [ModelInfo.from_json(m) for m in data["models"]]
 
-    async def get_model(self, name: str) -> ModelInfo:
-        return ModelInfo.from_json(check(await self.http.get(f"/v1/models/{name}")).json())
+    async def get_model(self, name: str, *, features: bool = True) -> ModelInfo:
+        """The model's description; ``features=False``: without its selected features (a
+        cheaper answer, for polling ``examples_applied`` / ``log_position`` / ``version``)."""
+        response = await self.http.get(f"/v1/models/{name}",
+                                       params=None if features else {"features": "false"})
+        return ModelInfo.from_json(check(response).json())
 
     async def delete_model(self, name: str) -> None:
         check(await self.http.delete(f"/v1/models/{name}"))

@@ -94,8 +94,12 @@ class FeaturebudgetClient:
         data = check(self.http.get("/v1/models")).json()
         return [ModelInfo.from_json(m) for m in data["models"]]
 
-    def get_model(self, name: str) -> ModelInfo:
-        return ModelInfo.from_json(check(self.http.get(f"/v1/models/{name}")).json())
+    def get_model(self, name: str, *, features: bool = True) -> ModelInfo:
+        """The model's description; ``features=False``: without its selected features (a
+        cheaper answer, for polling ``examples_applied`` / ``log_position`` / ``version``)."""
+        response = self.http.get(f"/v1/models/{name}",
+                                 params=None if features else {"features": "false"})
+        return ModelInfo.from_json(check(response).json())
 
     def delete_model(self, name: str) -> None:
         check(self.http.delete(f"/v1/models/{name}"))
