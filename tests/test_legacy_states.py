@@ -79,9 +79,9 @@ def test_a_service_snapshot_of_an_online_model_loads():
     learner, extra = parse_snapshot(blob("service-online-snapshot"), spec)
     assert learner.decision_function(np.array(expected["probe"])).tolist() == \
         expected["scores"]
-    assert extra["svc_log_id"] == "1700000000000-3"
-    assert extra["svc_progressive_examples"] == 40 and extra["svc_progressive_correct"] == 31
-    assert extra["svc_feature_names"] == {0: "first", 3: "fourth"}
+    assert extra["log_id"] == "1700000000000-3"
+    assert extra["progressive_examples"] == 40 and extra["progressive_correct"] == 31
+    assert extra["feature_names"] == {0: "first", 3: "fourth"}
 
 
 def test_the_anytime_model_answers_as_before():

@@ -32,13 +32,21 @@ from service.model_interface import Host
 from service.online.view import ServingView, top_names
 from service.priority import yield_to_predictions
 from service.schemas import ModelCreate, ModelSpec
+from service.snapshot_file import (
+    FLAT,
+    Snapshot,
+    SnapshotFormatError,
+    make_snapshot,
+    open_snapshot,
+)
 from service.storage import id_key
 
-_SERVICE_KEYS = ("svc_log_id", "svc_progressive_examples", "svc_progressive_correct",
-                 "svc_feature_names", "svc_model", "svc_format_version")
-# the layout of the service's members of a snapshot (beside the learner's own envelope);
-# 0: written before the member existed
-SERVICE_FORMAT_VERSION = 1
+# the service's members of an online model's snapshot (service.snapshot_file)
+_SERVICE_KEYS = ("log_id", "progressive_examples", "progressive_correct", "feature_names",
+                 "model", "format_version")
+# the layout of a flat snapshot's service members (``svc_format_version``; 0: written
+# before the member existed); snapshots in the envelope carry its format version instead
+FLAT_SERVICE_FORMAT_VERSION = 1
 
 
 def check_learner(spec: ModelCreate, max_bytes: int | None = None) -> int:
@@ -302,14 +310,12 @@ class ModelHost(Host):
     def snapshot_blob(self) -> tuple[bytes, str | None]:
         """Serialized state + the id of the last entry it includes (taken together)."""
         with self.lock:
-            state = self.learner.state_dict()
             log_id = self.applied_id
-            state.update(svc_log_id=log_id or "",
-                         svc_progressive_examples=self.progressive_examples,
-                         svc_progressive_correct=self.progressive_correct,
-                         svc_feature_names=[[int(k), v] for k, v in self.names.items()],
-                         svc_model=self.spec.model_dump(mode="json"),
-                         svc_format_version=SERVICE_FORMAT_VERSION)
+            state = make_snapshot(self.learner.state_dict(), {
+                "log_id": log_id or "", "progressive_examples": self.progressive_examples,
+                "progressive_correct": self.progressive_correct,
+                "feature_names": [[int(k), v] for k, v in self.names.items()],
+                "model": self.spec.model_dump(mode="json")})
         return dumps_state(state), log_id
 
     def check_blob(self, blob: bytes, *, check_spec: bool = True):
@@ -324,10 +330,10 @@ class ModelHost(Host):
         learner, extra = parsed
         with self.lock:
             self.learner = learner
-            self.applied_id = extra["svc_log_id"] or None
-            self.progressive_examples = extra["svc_progressive_examples"]
-            self.progressive_correct = extra["svc_progressive_correct"]
-            self.names = extra["svc_feature_names"]
+            self.applied_id = extra["log_id"] or None
+            self.progressive_examples = extra["progressive_examples"]
+            self.progressive_correct = extra["progressive_correct"]
+            self.names = extra["feature_names"]
             self.applied_at = time.time()
 
     def load_blob(self, blob: bytes, *, check_spec: bool = True) -> None:
@@ -413,8 +419,16 @@ def parse_snapshot(blob: bytes, spec: ModelSpec | None = None, *,
         state = loads_state(blob, max_bytes=limit) if limit else loads_state(blob)
     except StateFormatError as exc:
         raise item_error(f"not a valid snapshot: {exc}", field="body") from exc
-    extra = {key: state.pop(key, None) for key in _SERVICE_KEYS}
-    extra = _check_service_keys(extra, feature_names_max)
+    try:
+        snapshot = open_snapshot(state)
+    except SnapshotFormatError as exc:
+        raise item_error(str(exc), field=exc.field) from exc
+    state = snapshot.model
+    unknown = sorted(set(snapshot.service) - set(_SERVICE_KEYS))
+    if unknown and snapshot.prefix != FLAT:  # (a flat file's svc_* were never checked so)
+        raise item_error("not a member of an online model's snapshot",
+                         field=snapshot.field(unknown[0]))
+    extra = _check_service_keys(snapshot, feature_names_max)
     if spec is not None:
         _check_configuration(state, spec)
     try:
@@ -422,9 +436,9 @@ def parse_snapshot(blob: bytes, spec: ModelSpec | None = None, *,
     except (KeyError, TypeError, ValueError, ArithmeticError, IndexError) as exc:
         raise InputError(f"snapshot state does not describe a learner: {exc}",
                          [{"field": "body", "message": str(exc)}]) from exc
-    if extra["svc_feature_names"] and max(extra["svc_feature_names"]) >= learner.n_features:
+    if extra["feature_names"] and max(extra["feature_names"]) >= learner.n_features:
         raise item_error("a feature name's index is outside the model's dimension",
-                         field="svc_feature_names")
+                         field=snapshot.field("feature_names"))
     return learner, extra
 
 
@@ -437,42 +451,49 @@ def _count(value, field: str) -> int:
     return value
 
 
-def _check_service_keys(extra: dict, names_max: int) -> dict:
-    """The service's members of a snapshot, typed and consistent."""
-    version = extra["svc_format_version"]
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                or version not in (0, SERVICE_FORMAT_VERSION)):
-        raise item_error(f"this code reads the service members of format "
-                         f"{SERVICE_FORMAT_VERSION} (and snapshots written before it), got "
-                         f"{version!r}", field="svc_format_version")
+def _check_service_keys(snapshot: Snapshot, names_max: int) -> dict:
+    """The service's members of a snapshot, typed and consistent (errors name each member
+    as the file does: ``service.log_id``, or ``svc_log_id`` in a flat file)."""
+    extra = {key: snapshot.service.get(key) for key in _SERVICE_KEYS}
+    field = snapshot.field
+    version = extra["format_version"]
+    if snapshot.prefix == FLAT:
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                    or version not in (0, FLAT_SERVICE_FORMAT_VERSION)):
+            raise item_error(f"this code reads the service members of format "
+                             f"{FLAT_SERVICE_FORMAT_VERSION} (and snapshots written before "
+                             f"it), got {version!r}", field=field("format_version"))
+    elif version is not None:
+        raise item_error("not a member of an online model's snapshot (its format version "
+                         "is the snapshot's own)", field=field("format_version"))
     # absent members are None; no truth test, which an array member would make raise
-    log_id = "" if extra["svc_log_id"] is None else extra["svc_log_id"]
+    log_id = "" if extra["log_id"] is None else extra["log_id"]
     if not isinstance(log_id, str) or len(log_id) > 64:
-        raise item_error("must be a log id string", field="svc_log_id")
+        raise item_error("must be a log id string", field=field("log_id"))
     if log_id:
         try:
             id_key(log_id)
         except ValueError as exc:
-            raise item_error(f"{log_id!r} is not a log id", field="svc_log_id") from exc
-    examples = _count(extra["svc_progressive_examples"], "svc_progressive_examples")
-    correct = _count(extra["svc_progressive_correct"], "svc_progressive_correct")
+            raise item_error(f"{log_id!r} is not a log id", field=field("log_id")) from exc
+    examples = _count(extra["progressive_examples"], field("progressive_examples"))
+    correct = _count(extra["progressive_correct"], field("progressive_correct"))
     if correct > examples:
         raise item_error(f"{correct} correct of {examples} examples",
-                         field="svc_progressive_correct")
-    raw_names = [] if extra["svc_feature_names"] is None else extra["svc_feature_names"]
+                         field=field("progressive_correct"))
+    raw_names = [] if extra["feature_names"] is None else extra["feature_names"]
     if not isinstance(raw_names, list) or len(raw_names) > names_max:
         raise item_error(f"must be a list of at most {names_max} [index, name] pairs",
-                         field="svc_feature_names")
+                         field=field("feature_names"))
     names: dict[int, str] = {}
     for pair in raw_names:
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int)
                 and not isinstance(pair[0], bool) and pair[0] >= 0
                 and isinstance(pair[1], str) and len(pair[1]) <= 1024):
             raise item_error(f"entry {pair!r} is not an [index, name] pair",
-                             field="svc_feature_names")
+                             field=field("feature_names"))
         names[pair[0]] = pair[1]
-    return {"svc_log_id": log_id, "svc_progressive_examples": examples,
-            "svc_progressive_correct": correct, "svc_feature_names": names}
+    return {"log_id": log_id, "progressive_examples": examples,
+            "progressive_correct": correct, "feature_names": names}
 
 
 def _check_configuration(state: dict, spec: ModelSpec) -> None:

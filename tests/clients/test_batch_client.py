@@ -510,7 +510,6 @@ def test_the_clients_job_reads_members_the_service_answers():
     reads members of the one Job definition (service.batch.jobs.Job, which the API's schema
     JobPublic is made from)."""
     from featurebudget_client.answers import Job as ClientJob
-
     from service.batch.jobs import Job
     from service.schemas import JobPublic
 

@@ -11,7 +11,6 @@ from fastapi.testclient import TestClient
 
 from algorithms.datasets.online_synthetic import make_x1
 from algorithms.online import LEARNERS
-from algorithms.serialization import loads_state
 from algorithms.sparse.libsvm import write_libsvm
 from clients.http import AsyncFeaturebudgetClient, FeaturebudgetClient, ServiceError
 from clients.loader import load_file
@@ -21,6 +20,7 @@ from service.app import create_app
 from service.settings import Settings
 from tests.support.online import same_state
 from tests.support.redis_db import REDIS_URL, redis_url  # noqa: F401 - fixture
+from tests.support.snapshots import snapshot_of
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_rest_loader(tmp_path, data):
         result = load_file(str(path), "m", via="rest", batch_size=60, wait=True,
                            progress=False, http=http)
         assert result["examples"] == 250
-        state = loads_state(http.get("/v1/models/m/snapshot").content)
+        state = snapshot_of(http.get("/v1/models/m/snapshot").content).model
     assert same_state(state, oracle(X, y, 250).state_dict())
 
 
@@ -175,7 +175,7 @@ def test_stream_loader_and_producer(tmp_path, data, redis_url):  # noqa: F811
         http.post("/v1/models/m/examples?wait=true", json={"examples": rows(X, y, 260, 261)})
         info = http.get("/v1/models/m").json()
         assert info["examples_applied"] == 261 and info["log_position"] > last
-        state = loads_state(http.get("/v1/models/m/snapshot").content)
+        state = snapshot_of(http.get("/v1/models/m/snapshot").content).model
     assert same_state(state, oracle(X, y, 261).state_dict())
     assert REDIS_URL
 

@@ -89,7 +89,7 @@ def test_which_ensemble_answers_which_set():
     rng = np.random.default_rng(0)
     for _ in range(20):
         S = sorted(rng.choice(J, size=rng.integers(0, J + 1), replace=False).tolist())
-        if S == sorted(order[:len(S)].tolist()):
+        if sorted(order[:len(S)].tolist()) == S:
             continue
         expected = bool(model.unmasked_sets_[J]) and split_on <= set(S)
         assert model.answers_unmasked(S) == expected, S

@@ -21,6 +21,7 @@ from service.batch.spec import BatchLayout, split_params
 from service.batch.worker.fold_state import BatchFoldState
 from service.batch.worker.ingest import parse_batch_entry
 from service.schemas import ModelCreate
+from service.snapshot_file import open_snapshot
 from service.storage import redis_keys
 from tests.support.batch_data import (
     DIABETES_GROUPS,
@@ -142,8 +143,7 @@ def killed_worker_loses_and_duplicates_nothing(redis_url: str, tmp_path: Path, a
     client = redis_client(redis_url)
     blob = client.hget(redis_keys.snapshot_key(name), b"state")
     client.close()
-    folded = loads_state(blob)
-    folded.pop("svc_model")
+    folded = open_snapshot(loads_state(blob)).model
     spec = ModelCreate(**body)
     expected = one_pass(redis_url, spec)
     assert folded["examples"] == 440

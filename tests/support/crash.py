@@ -17,7 +17,6 @@ import httpx
 import numpy as np
 
 from algorithms.online import LEARNERS
-from algorithms.serialization import loads_state
 from clients.stream import StreamProducer, redis_client
 from service import fbx1
 from service.ingest import parse_entry
@@ -25,6 +24,7 @@ from service.storage import redis_keys
 from tests.support.online import concat, same_state
 from tests.support.ports import free_port
 from tests.support.processes import ROOT, wait_ready
+from tests.support.snapshots import snapshot_of
 
 BATCH = 40
 KILLS = 3
@@ -129,8 +129,8 @@ def sigkill_redis_backend(tmp_path, stream_data, redis_url: str, name: str = "m"
         server.start()
     thread.join()
     info = server.drain(name)
-    served = loads_state(httpx.get(f"{server.url}/v1/models/{name}/snapshot",
-                                   timeout=30).content)
+    served = snapshot_of(httpx.get(f"{server.url}/v1/models/{name}/snapshot",
+                                   timeout=30).content).model
     server.stop()
     entries = [e for e in all_entries(r, name)]
     expected, n = oracle_state(entries, X.n_features)

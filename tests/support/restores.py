@@ -17,6 +17,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from algorithms.serialization import dumps_state, loads_state
+from service.snapshot_file import make_snapshot, open_snapshot
 from tests.support.batch_api import create_batch, retrain
 from tests.support.batch_data import DIABETES_GROUPS, diabetes, named_examples
 
@@ -145,11 +146,12 @@ def with_change(blob: bytes, where: str, key: str, change: Callable[[Any], Any])
     ``fold`` (a member of the fold state), ``meta`` (a dotted path in the artifact's
     metadata), ``artifact`` (a member of the artifact) or ``model`` (a member of the
     model's state; ``*name``: every member, at any depth, whose key ends with ``name``)."""
-    snapshot = loads_state(blob)
+    snapshot = open_snapshot(loads_state(blob))
+    fold, service = dict(snapshot.model), dict(snapshot.service)
     if where == "fold":
-        snapshot[key] = _as_member(change(snapshot[key]))
-        return dumps_state(snapshot)
-    artifact = loads_state(snapshot["svc_artifact"].tobytes())
+        fold[key] = _as_member(change(fold[key]))
+        return dumps_state(make_snapshot(fold, service))
+    artifact = loads_state(service["artifact"].tobytes())
     if where == "meta":
         _nested_set(artifact["meta"], key, change(_nested_get(artifact["meta"], key)))
     elif where == "artifact":
@@ -158,8 +160,8 @@ def with_change(blob: bytes, where: str, key: str, change: Callable[[Any], Any])
         model = loads_state(artifact["model"].tobytes())
         _change_model(model, key, change)
         artifact["model"] = np.frombuffer(dumps_state(model), dtype=np.uint8)
-    snapshot["svc_artifact"] = np.frombuffer(dumps_state(artifact), dtype=np.uint8)
-    return dumps_state(snapshot)
+    service["artifact"] = np.frombuffer(dumps_state(artifact), dtype=np.uint8)
+    return dumps_state(make_snapshot(fold, service))
 
 
 def _change_model(state: dict, key: str, change) -> None:
@@ -233,11 +235,10 @@ def _filled(value: Any, number: float) -> Any:
 
 def targets(blob: bytes) -> list[tuple[str, str]]:
     """Every value of a snapshot a change can aim at: (where, key)."""
-    snapshot = loads_state(blob)
-    out = [("fold", k) for k, v in snapshot.items()
-           if isinstance(v, np.ndarray | int | float) and not isinstance(v, bool)
-           and k != "svc_artifact"]
-    artifact = loads_state(snapshot["svc_artifact"].tobytes())
+    snapshot = open_snapshot(loads_state(blob))
+    out = [("fold", k) for k, v in snapshot.model.items()
+           if isinstance(v, np.ndarray | int | float) and not isinstance(v, bool)]
+    artifact = loads_state(snapshot.service["artifact"].tobytes())
     out += [("artifact", k) for k, v in artifact.items()
             if isinstance(v, np.ndarray) and k != "model"]
 

@@ -40,6 +40,7 @@ from service.batch.families import FAMILIES, STATISTICS
 from service.batch.spec import BatchLayout, BatchParams, split_params
 from service.batch.worker.fold_state import BatchFoldState
 from service.schemas import ModelSpec
+from service.snapshot_file import make_snapshot
 from service.storage import Storage, id_key
 
 END = "end"
@@ -130,8 +131,8 @@ async def _publish(storage: Storage, target: Target, statistics, after_log_id, m
         BatchFoldState(spec.family, target.layout, target.params).load_state(dict(raw))
     except ValueError as exc:
         raise PublishError(f"the statistics cannot be published: {exc}") from exc
-    raw["svc_model"] = spec.model_dump(mode="json")
-    blob = await asyncio.to_thread(dumps_state, raw)
+    blob = await asyncio.to_thread(dumps_state, make_snapshot(raw, {
+        "model": spec.model_dump(mode="json")}))
     if not await storage.save_snapshot(model, blob, state.applied_id, owner=owner):
         raise PublishError(f"the snapshot write of model {model!r} was refused (the lease "
                            "was lost, or a newer snapshot was written meanwhile); nothing "

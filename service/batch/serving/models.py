@@ -44,6 +44,7 @@ from service.fold_loop import LeaseLost, cancel_and_wait
 from service.following import current_snapshot
 from service.priority import in_background
 from service.schemas import ModelCreate, ModelSpec
+from service.snapshot_file import FLAT, SnapshotFormatError, make_snapshot, open_snapshot
 from service.storage import Storage, id_key
 
 log = logging.getLogger("featurebudget.batch")
@@ -428,14 +429,13 @@ class BatchModels:
 
             blob = dumps_state(BatchFoldState(host.family, host.layout, host.params)
                                .state_dict())
-        state = loads_state(blob)
+        service: dict[str, Any] = {"model": host.spec.model_dump(mode="json")}
         version = await self.storage.current_version(host.name)
         if version is not None:
             artifact = await self.storage.load_artifact(host.name, version)
             if artifact is not None:
-                state["svc_artifact"] = np.frombuffer(artifact, dtype=np.uint8)
-        state["svc_model"] = host.spec.model_dump(mode="json")
-        return dumps_state(state)
+                service["artifact"] = np.frombuffer(artifact, dtype=np.uint8)
+        return dumps_state(make_snapshot(open_snapshot(loads_state(blob)).model, service))
 
     async def restore_snapshot(self, host: BatchHost, blob: bytes) -> dict[str, Any]:
         """Replace the fold state as of the log's current end and publish the snapshot's
@@ -448,11 +448,16 @@ class BatchModels:
                                 "snapshot through `featurebudget serve` on the embedded "
                                 "backend or with FEATUREBUDGET_BATCH_WORKER=true")
         try:
-            state = await asyncio.to_thread(loads_state, blob)
+            snapshot = open_snapshot(await asyncio.to_thread(loads_state, blob))
         except StateFormatError as exc:
             raise item_error(f"not a valid snapshot: {exc}", field="body") from exc
-        raw_artifact = state.pop("svc_artifact", None)
-        state.pop("svc_model", None)
+        except SnapshotFormatError as exc:
+            raise item_error(str(exc), field=exc.field) from exc
+        unknown = sorted(set(snapshot.service) - {"model", "artifact"})
+        if unknown and snapshot.prefix != FLAT:
+            raise item_error("not a member of a batch model's snapshot",
+                             field=snapshot.field(unknown[0]))
+        state, raw_artifact = snapshot.model, snapshot.service.get("artifact")
         from service.batch.worker.fold_state import BatchFoldState
 
         fresh = BatchFoldState(host.family, host.layout, host.params)
@@ -461,7 +466,7 @@ class BatchModels:
             artifact = None
             if raw_artifact is not None:
                 if not isinstance(raw_artifact, np.ndarray) or raw_artifact.dtype != np.uint8:
-                    raise ValueError("svc_artifact must be a uint8 array")
+                    raise ValueError(f"{snapshot.field('artifact')} must be a uint8 array")
                 artifact = await in_background(candidate, raw_artifact.tobytes(),
                                                host.family, host.layout, host.name)
         except (ValueError, KeyError, TypeError, ArithmeticError) as exc:

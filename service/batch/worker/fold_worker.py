@@ -34,6 +34,7 @@ from service.fold_loop import Fold, cancel_and_wait
 from service.following import follow_model_events, follow_snapshot_requests
 from service.placement import Membership
 from service.schemas import ModelSpec
+from service.snapshot_file import make_snapshot, open_snapshot
 from service.storage import LogEntry, Storage, id_key
 
 log = logging.getLogger("featurebudget.worker")
@@ -178,20 +179,20 @@ class BatchFold(RetrainJobs, Fold):
         with self.lock:
             state = self.state.state_dict()
             log_id = self.state.applied_id
-        state["svc_model"] = self.spec.model_dump(mode="json")
-        return dumps_state(state), log_id
+        snapshot = make_snapshot(state, {"model": self.spec.model_dump(mode="json")})
+        return dumps_state(snapshot), log_id
 
 
 def load_fold_blob(state: BatchFoldState, blob: bytes) -> None:
-    """Load a snapshot blob into ``state``; ValueError when it is not a valid fold state."""
+    """Load a snapshot blob (:mod:`service.snapshot_file`, either layout) into ``state``;
+    ValueError when it is not a valid fold state."""
     from algorithms.serialization import StateFormatError, loads_state
 
     try:
         raw = loads_state(blob)
     except StateFormatError as exc:
         raise ValueError(f"not a valid snapshot: {exc}") from exc
-    raw.pop("svc_model", None)
-    state.load_state(raw)
+    state.load_state(open_snapshot(raw).model)
 
 
 class BatchWorker:

@@ -26,6 +26,7 @@ from tests.support.batch_data import (
     reference_statistics,
     split_like_the_fold,
 )
+from tests.support.snapshots import snapshot_bytes, snapshot_of
 
 
 def wait_version(client, name: str, version: int, timeout=10.0) -> None:
@@ -126,14 +127,13 @@ def test_gbfs_served_trees_equal_the_in_process_fit(batch_client):
                      feature_groups=[[0, 1], [2, 3], [4, 5, 6], [7, 8, 9]],
                      group_costs=[1, 2, 3, 4]).fit(Xt, yt)
     snapshot = batch_client.get("/v1/models/d/snapshot").content
-    from algorithms.serialization import loads_state
     from service.batch.artifact import unpack
     from service.batch.spec import BatchLayout
     from service.schemas import ModelCreate
 
-    state = loads_state(snapshot)
+    state, service = snapshot_of(snapshot).model, snapshot_of(snapshot).service
     spec = ModelCreate(name="d", algorithm="gbfs", groups=DIABETES_GROUPS)
-    version = unpack(state["svc_artifact"].tobytes(), "gbfs", BatchLayout(spec))
+    version = unpack(service["artifact"].tobytes(), "gbfs", BatchLayout(spec))
     served = version.model
     from algorithms.per_set.figures import SetFigures
 
@@ -165,9 +165,7 @@ def test_nvsd_served_predictions_equal_the_in_process_fit(batch_client):
     diabetes_entries(batch_client, "d", X, y, [(0, 100), (100, 200)])
     job = retrain(batch_client)
     assert job["status"] == "succeeded", job
-    from algorithms.serialization import loads_state
-
-    state = loads_state(batch_client.get("/v1/models/d/snapshot").content)
+    state = snapshot_of(batch_client.get("/v1/models/d/snapshot").content).model
     reference = RelaxedNVSD(nus=[1e-2], n_taus=3, regularizer="gl",
                             groups=[[0, 1], [2, 3], [4, 5, 6], [7, 8, 9]]).fit(
         state["train.X"], state["train.y"], validation=(state["validation.X"],
@@ -532,13 +530,15 @@ def test_a_crafted_artifact_in_a_snapshot_is_refused(batch_client, algorithm, ke
                  if algorithm == "gbfs" else {})
     post_named(batch_client, "d", X, y, 0, 200)
     assert retrain(batch_client)["version"] == 1
-    snapshot = loads_state(batch_client.get("/v1/models/d/snapshot").content)
-    artifact = loads_state(snapshot["svc_artifact"].tobytes())
+    snapshot = snapshot_of(batch_client.get("/v1/models/d/snapshot").content)
+    artifact = loads_state(snapshot.service["artifact"].tobytes())
     model = loads_state(artifact["model"].tobytes())
     model[key] = value(np.asarray(model[key]))
     artifact["model"] = np.frombuffer(dumps_state(model), dtype=np.uint8)
-    snapshot["svc_artifact"] = np.frombuffer(dumps_state(artifact), dtype=np.uint8)
-    response = batch_client.put("/v1/models/d/snapshot", content=dumps_state(snapshot))
+    service = {**snapshot.service,
+               "artifact": np.frombuffer(dumps_state(artifact), dtype=np.uint8)}
+    response = batch_client.put("/v1/models/d/snapshot",
+                                content=snapshot_bytes(snapshot.model, service))
     assert response.status_code == 422, response.text
     rows = named_examples(X, None, DIABETES_GROUPS, 0, 3)
     answer = batch_client.post("/v1/models/d/predict", json={"examples": rows})
@@ -556,11 +556,13 @@ def test_a_snapshot_whose_artifact_names_an_impossible_version_is_refused(batch_
     create_batch(batch_client)
     post_named(batch_client, "d", X, y, 0, 200)
     assert retrain(batch_client)["version"] == 1
-    snapshot = loads_state(batch_client.get("/v1/models/d/snapshot").content)
-    artifact = loads_state(snapshot["svc_artifact"].tobytes())
+    snapshot = snapshot_of(batch_client.get("/v1/models/d/snapshot").content)
+    artifact = loads_state(snapshot.service["artifact"].tobytes())
     artifact["meta"]["version"] = version
-    snapshot["svc_artifact"] = np.frombuffer(dumps_state(artifact), dtype=np.uint8)
-    response = batch_client.put("/v1/models/d/snapshot", content=dumps_state(snapshot))
+    service = {**snapshot.service,
+               "artifact": np.frombuffer(dumps_state(artifact), dtype=np.uint8)}
+    response = batch_client.put("/v1/models/d/snapshot",
+                                content=snapshot_bytes(snapshot.model, service))
     assert response.status_code == 422, response.text
     assert "meta.version" in response.json()["detail"]
     assert batch_client.get("/v1/models/d/versions").json()["current"] == 1

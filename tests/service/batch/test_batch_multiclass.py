@@ -17,9 +17,9 @@ from algorithms.datasets.acquisition_synthetic import make_cube
 from algorithms.gbfs import GBFS
 from algorithms.per_set.choice import GBFS_CLASSIFICATION
 from algorithms.per_set.multiclass import MulticlassSetFigures
-from algorithms.serialization import loads_state
 from service import fbx1
 from tests.support.batch_api import create_batch, retrain
+from tests.support.snapshots import snapshot_of
 
 CLASSES = [f"shape-{k}" for k in range(8)]
 TREES = {"n_estimators": 30, "max_depth": 3}
@@ -44,7 +44,7 @@ def named(X, names, rows, labels=None, keep=None):
 
 
 def fold_examples(client, name: str) -> int:
-    return int(loads_state(client.get(f"/v1/models/{name}/snapshot").content)["examples"])
+    return int(snapshot_of(client.get(f"/v1/models/{name}/snapshot").content).model["examples"])
 
 
 def test_cube_served_equals_the_in_process_softmax_gbfs(batch_client):
@@ -58,7 +58,7 @@ def test_cube_served_equals_the_in_process_softmax_gbfs(batch_client):
                                                              labels)})
         assert response.status_code == 202, response.text
     assert retrain(batch_client, "cube")["status"] == "succeeded"
-    state = loads_state(batch_client.get("/v1/models/cube/snapshot").content)
+    state = snapshot_of(batch_client.get("/v1/models/cube/snapshot").content).model
     Xt, yt = state["train.X"], state["train.y"]
     Xv, yv = state["validation.X"], state["validation.y"]
     assert len(yt) + len(yv) == 800 and set(np.unique(yt)) == set(range(8))
@@ -113,7 +113,7 @@ def test_auto_with_classes_is_its_softmax_gbfs_half(batch_client):
         "examples": named(X, names, range(600), y.tolist())})
     assert response.status_code == 202, response.text
     assert retrain(batch_client, "auto8")["status"] == "succeeded"
-    state = loads_state(batch_client.get("/v1/models/auto8/snapshot").content)
+    state = snapshot_of(batch_client.get("/v1/models/auto8/snapshot").content).model
     Xv, yv = state["validation.X"], state["validation.y"]
     reference = GBFS(loss="softmax", feature_groups=groups, group_costs=costs,
                      **{**GBFS_CLASSIFICATION, **TREES}).fit(state["train.X"], state["train.y"],

@@ -12,7 +12,6 @@ from algorithms.anytime import AnytimeLinearModel
 from algorithms.gbfs import GBFS
 from algorithms.per_set import PerSetChoice
 from algorithms.per_set.figures import SetFigures
-from algorithms.serialization import loads_state
 from service.batch.artifact import unpack
 from service.batch.spec import BatchLayout
 from service.schemas import ModelCreate
@@ -24,6 +23,7 @@ from tests.support.batch_data import (
     reference_statistics,
     split_like_the_fold,
 )
+from tests.support.snapshots import snapshot_of
 
 GROUPS = [[0, 1], [2, 3], [4, 5, 6], [7, 8, 9]]
 COSTS = [1.0, 2.0, 3.0, 4.0]
@@ -47,10 +47,10 @@ def _post(client, X, y, task: str, chunks) -> list[tuple[str, np.ndarray, np.nda
 
 def _served(client, algorithm: str, task: str):
     """The served version, unpacked from the snapshot as the service stores it."""
-    state = loads_state(client.get("/v1/models/d/snapshot").content)
+    state = snapshot_of(client.get("/v1/models/d/snapshot").content).service
     spec = ModelCreate(name="d", algorithm=algorithm, groups=DIABETES_GROUPS, task=task)
     family = spec.family
-    return unpack(state["svc_artifact"].tobytes(), family, BatchLayout(spec))
+    return unpack(state["artifact"].tobytes(), family, BatchLayout(spec))
 
 
 def _ask(client, X, S, budget=None) -> dict:

@@ -21,7 +21,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from algorithms.anytime import AnytimeLinearModel, SufficientStatistics
-from algorithms.serialization import loads_state
 from service.app import create_app
 from service.batch.offline.distributed_statistics import FileStatistics, fit_statistics
 from service.batch.offline.file_statistics import FileInputError, tree_levels, tree_reduce
@@ -30,6 +29,7 @@ from service.batch.worker.fold_state import held_out
 from service.cli import main
 from service.settings import Settings
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
+from tests.support.snapshots import snapshot_of
 
 D = 10
 FRACTION = 0.25
@@ -334,7 +334,7 @@ def wait_job(client, job_id: str, timeout: float = 60.0) -> dict:
 
 
 def fold_statistics(client) -> tuple[SufficientStatistics, SufficientStatistics]:
-    state = loads_state(client.get("/v1/models/d/snapshot").content)
+    state = snapshot_of(client.get("/v1/models/d/snapshot").content).model
     out = []
     for prefix in ("train", "validation"):
         sub = {k[len(prefix) + 1:]: v for k, v in state.items() if k.startswith(prefix + ".")}

@@ -17,6 +17,7 @@ from algorithms.datasets.acquisition_synthetic import make_cube_nm
 from service.app import create_app
 from tests.support.batch_api import create_batch, retrain
 from tests.support.batch_data import DIABETES_GROUPS, diabetes, named_examples
+from tests.support.snapshots import snapshot_of
 
 NM_GROUPS = [{"name": "context", "features": ["ctx"], "cost": 1.0}] + [
     {"name": f"block_{b}", "features": [f"b{b}x{j}" for j in range(3)], "cost": 3.0}
@@ -59,14 +60,13 @@ def policy_built(client, name: str, examples, timeout: float = 600.0) -> dict:
 
 
 def served_version(client, name: str, groups):
-    from algorithms.serialization import loads_state
     from service.batch.artifact import unpack
     from service.batch.spec import BatchLayout
     from service.schemas import ModelCreate
 
-    state = loads_state(client.get(f"/v1/models/{name}/snapshot").content)
+    state = snapshot_of(client.get(f"/v1/models/{name}/snapshot").content).service
     spec = ModelCreate(name=name, algorithm="gbfs", groups=groups, task="classification")
-    return unpack(state["svc_artifact"].tobytes(), "gbfs", BatchLayout(spec))
+    return unpack(state["artifact"].tobytes(), "gbfs", BatchLayout(spec))
 
 
 def rows(X, start, stop, skip=()):

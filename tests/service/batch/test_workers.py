@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from algorithms.online import LEARNERS
-from algorithms.serialization import loads_state
 from tests.support.online import json_examples, same_state
 from tests.support.ports import free_port
 from tests.support.processes import ROOT, wait_ready
+from tests.support.snapshots import snapshot_of
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -55,8 +55,8 @@ def test_two_workers_fold_once_and_metrics_add_up(tmp_path, redis_url, x1):
             assert float(ingested.group(1)) == 300.0 and float(applied.group(1)) == 300.0
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:  # the owner's snapshot, whichever worker it is
-                state = loads_state(httpx.get(f"{url}/v1/models/m/snapshot",  # (a new
-                                              timeout=30).content)  # connection: any worker)
+                state = snapshot_of(httpx.get(f"{url}/v1/models/m/snapshot",  # (a new
+                                              timeout=30).content).model  # connection: any worker
                 if state["n_examples"] == 300:
                     break
                 time.sleep(0.2)

@@ -13,6 +13,7 @@ from algorithms.online import LEARNERS, learner_from_state
 from algorithms.serialization import loads_state
 from service import fbx1
 from service.app import create_app
+from service.snapshot_file import open_snapshot
 from tests.support.online import create, json_examples, libsvm_text, same_state
 
 
@@ -23,9 +24,10 @@ def oracle(X, y, n, algorithm="sofs", **params):
 
 
 def served_state(client, name="m") -> dict:
+    """The learner's state in the model's snapshot (beside it: the service's members)."""
     response = client.get(f"/v1/models/{name}/snapshot")
     assert response.status_code == 200
-    return loads_state(response.content)
+    return open_snapshot(loads_state(response.content)).model
 
 
 def test_model_crud(client):
@@ -324,8 +326,7 @@ def test_snapshot_state_loads_as_learner(client, x1):
     X, y = x1
     create(client, algorithm="arow", budget=None)
     client.post("/v1/models/m/examples?wait=true", json={"examples": json_examples(X, y, 0, 50)})
-    state = {k: v for k, v in served_state(client).items() if not k.startswith("svc_")}
-    learner = learner_from_state(state)  # the service's own members are svc_*
+    learner = learner_from_state(served_state(client))
     assert learner.n_examples_ == 50
 
 

@@ -11,7 +11,6 @@ import httpx
 import pytest
 import redis
 
-from algorithms.serialization import loads_state
 from service.storage.local import LocalLog
 from tests.support.crash import (
     BATCH,
@@ -25,6 +24,7 @@ from tests.support.crash import (
     sigkill_redis_backend,
 )
 from tests.support.online import same_state
+from tests.support.snapshots import snapshot_of
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,7 @@ def test_sigkill_embedded_backend(tmp_path, stream_data):
                                    headers={"content-type": "application/octet-stream"})
             acknowledged[response.json()["log_ids"][0]] = rest
     info = server.drain()
-    served = loads_state(httpx.get(f"{server.url}/v1/models/m/snapshot", timeout=30).content)
+    served = snapshot_of(httpx.get(f"{server.url}/v1/models/m/snapshot", timeout=30).content).model
     server.stop()
     log = LocalLog(tmp_path / "data/models/m/log", segment_bytes=1 << 30, fsync=False)
     entries = log.read(0, 1 << 20)
@@ -125,7 +125,7 @@ def test_sigkill_with_a_retrying_client_applies_every_batch_exactly_once(
                 killer.start()
     killer.cancel()
     info = server.drain()
-    served = loads_state(httpx.get(f"{server.url}/v1/models/m/snapshot", timeout=30).content)
+    served = snapshot_of(httpx.get(f"{server.url}/v1/models/m/snapshot", timeout=30).content).model
     server.stop()
     if redis_url:
         entries = list(all_entries(redis.Redis.from_url(redis_url)))

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import threading
 
-from algorithms.serialization import loads_state
 from service.storage import id_key
 from tests.support.batch_api import create_batch
 from tests.support.batch_data import DIABETES_GROUPS, diabetes, named_examples
+from tests.support.snapshots import snapshot_of
 
 
 def test_a_batch_restore_during_ingestion_keeps_nothing_superseded(batch_client):
@@ -19,7 +19,7 @@ def test_a_batch_restore_during_ingestion_keeps_nothing_superseded(batch_client)
     first = {"examples": named_examples(X, y, DIABETES_GROUPS, 0, 50)}
     assert client.post("/v1/models/d/examples?wait=true", json=first).status_code == 202
     snapshot = client.get("/v1/models/d/snapshot").content
-    assert loads_state(snapshot)["examples"] == 50
+    assert snapshot_of(snapshot).model["examples"] == 50
     acked: list[tuple[str, int]] = []
     stop = threading.Event()
 

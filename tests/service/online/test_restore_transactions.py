@@ -25,6 +25,7 @@ from tests.support.restores import (
     put_and_judge,
     with_change,
 )
+from tests.support.snapshots import snapshot_of
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def test_a_stored_version_that_cannot_answer_is_never_pointed_at(app_settings):
 
     with _client(app_settings) as client:
         base = fitted_snapshot(client, "gbfs", "regression")
-        artifact = loads_state(loads_state(base)["svc_artifact"].tobytes())
+        artifact = loads_state(snapshot_of(base).service["artifact"].tobytes())
         artifact["meta"]["metrics"] = "a string"
         artifact["meta"]["version"] = 7
         storage = client.app.state.manager.storage

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from algorithms.serialization import loads_state
 from service.app import create_app
 from tests.support.batch_data import DIABETES_GROUPS, NO_POLICY, diabetes, named_examples
+from tests.support.snapshots import snapshot_of
 
 pytestmark = pytest.mark.parametrize("backend", [pytest.param("redis", marks=pytest.mark.redis)])
 SLOW_SNAPSHOTS = {"snapshot_every_seconds": 3600, "snapshot_every_examples": 10**9}
@@ -30,9 +30,9 @@ def test_an_online_snapshot_through_either_process_includes_every_example(make_s
                           json=_examples(10)).status_code == 202
         log_end = a.get("/v1/models/m").json()["log_end"]
         for client in (a, b):
-            state = loads_state(client.get("/v1/models/m/snapshot").content)
-            assert state["svc_log_id"] == log_end
-            assert state["n_examples"] == 30
+            snapshot = snapshot_of(client.get("/v1/models/m/snapshot").content)
+            assert snapshot.service["log_id"] == log_end
+            assert snapshot.model["n_examples"] == 30
 
 
 def test_a_batch_snapshot_through_an_api_process_includes_every_example(make_settings):
@@ -42,10 +42,10 @@ def test_a_batch_snapshot_through_an_api_process_includes_every_example(make_set
         body = {"name": "d", "algorithm": "cs-g-omp", "groups": DIABETES_GROUPS,
                 "params": dict(NO_POLICY)}
         assert api.post("/v1/models", json=body).status_code == 201
-        empty = loads_state(api.get("/v1/models/d/snapshot").content)
+        empty = snapshot_of(api.get("/v1/models/d/snapshot").content).model
         assert empty["examples"] == 0 and empty["kind"] == "featurebudget-batch-fold"
         rows = {"examples": named_examples(X, y, DIABETES_GROUPS, 0, 120)}
         assert api.post("/v1/models/d/examples?wait=true", json=rows).status_code == 202
-        state = loads_state(api.get("/v1/models/d/snapshot").content)
+        state = snapshot_of(api.get("/v1/models/d/snapshot").content).model
         assert state["examples"] == 120
         assert state["applied_id"] == folds.get("/v1/models/d").json()["log_end"]

@@ -15,6 +15,7 @@ import pytest
 
 from algorithms.serialization import dumps_state, loads_state
 from tests.support.online import create, json_examples
+from tests.support.snapshots import snapshot_of
 from tests.support.zips import zip_with
 
 
@@ -33,34 +34,73 @@ def unchanged(client, before: dict, name="m") -> None:
         assert after[key] == before[key], key
 
 
-def edited(blob: bytes, **changes) -> bytes:
+def edited(blob: bytes, changes: dict) -> bytes:
     state = loads_state(blob)
     state.update(changes)
     return dumps_state(state)
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    ({"svc_progressive_examples": "x"}, "svc_progressive_examples"),
-    ({"svc_progressive_examples": -5}, "svc_progressive_examples"),
-    ({"svc_progressive_examples": 2**64}, "svc_progressive_examples"),  # broke the view
-    ({"svc_format_version": 7}, "svc_format_version"),
-    ({"svc_format_version": np.arange(2)}, "svc_format_version"),
-    ({"svc_progressive_correct": 10**6}, "svc_progressive_correct"),
-    ({"svc_feature_names": [[1, 2, 3]]}, "svc_feature_names"),
-    ({"svc_feature_names": [[10**9, "far"]]}, "svc_feature_names"),
-    ({"svc_feature_names": "names"}, "svc_feature_names"),
-    ({"svc_log_id": "not-an-id"}, "svc_log_id"),
-    ({"n_examples": float("inf")}, "body"),
-    ({"svc_feature_names": np.arange(4)}, "svc_feature_names"),  # arrays: a 500 until fixed
-    ({"svc_log_id": np.arange(3)}, "svc_log_id"),
-])
-def test_a_bad_member_is_refused_and_nothing_changes(client, x1, change, field):
+def flat(blob: bytes) -> bytes:
+    """The same snapshot in the layout before the envelope: the learner's members with the
+    service's beside them as ``svc_*``."""
+    snapshot = snapshot_of(blob)
+    return dumps_state({**snapshot.model, "svc_format_version": 1,
+                        **{f"svc_{k}": v for k, v in snapshot.service.items()}})
+
+
+SERVICE_CHANGES = [  # (member, value), each refused, naming the member
+    ("progressive_examples", "x"),
+    ("progressive_examples", -5),
+    ("progressive_examples", 2**64),  # broke the view
+    ("format_version", 7),
+    ("format_version", np.arange(2)),
+    ("progressive_correct", 10**6),
+    ("feature_names", [[1, 2, 3]]),
+    ("feature_names", [[10**9, "far"]]),
+    ("feature_names", "names"),
+    ("log_id", "not-an-id"),
+    ("feature_names", np.arange(4)),  # arrays: a 500 until fixed
+    ("log_id", np.arange(3)),
+]
+
+
+@pytest.mark.parametrize("layout", ["envelope", "flat"])
+@pytest.mark.parametrize(("member", "value"), SERVICE_CHANGES)
+def test_a_bad_member_is_refused_and_nothing_changes(client, x1, layout, member, value):
     blob = trained(client, x1)
     before = client.get("/v1/models/m").json()
-    response = client.put("/v1/models/m/snapshot", content=edited(blob, **change))
+    if layout == "flat":
+        blob, field = flat(blob), f"svc_{member}"
+    else:
+        field = f"service.{member}"
+    response = client.put("/v1/models/m/snapshot", content=edited(blob, {field: value}))
     assert response.status_code == 422, response.text
     assert response.json()["errors"][0]["field"] == field
     unchanged(client, before)
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"model.n_examples": float("inf")}, "body"),
+    ({"format_version": 2}, "format_version"),
+    ({"extra": 1}, "extra"),
+    ({"service.extra": 1}, "service.extra"),
+])
+def test_a_bad_snapshot_member_is_refused_and_nothing_changes(client, x1, change, field):
+    blob = trained(client, x1)
+    before = client.get("/v1/models/m").json()
+    response = client.put("/v1/models/m/snapshot", content=edited(blob, change))
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["field"] == field
+    unchanged(client, before)
+
+
+def test_a_flat_snapshot_restores_as_the_envelope_does(client, x1):
+    blob = trained(client, x1)
+    before = client.get("/v1/models/m").json()
+    assert client.put("/v1/models/m/snapshot", content=flat(blob)).status_code == 200
+    unchanged(client, before)
+    assert snapshot_of(client.get("/v1/models/m/snapshot").content).service == \
+        snapshot_of(blob).service
 
 
 def test_a_snapshot_of_another_configuration_is_refused(client, x1):
@@ -73,16 +113,16 @@ def test_a_snapshot_of_another_configuration_is_refused(client, x1):
     unchanged(client, before, "small")
     create(client, "other_r", params={"r": 0.5})
     response = client.put("/v1/models/other_r/snapshot", content=edited(
-        blob, params={**loads_state(blob)["params"], "budget": 20}))
+        blob, {"model.params": {**snapshot_of(blob).model["params"], "budget": 20}}))
     assert response.status_code == 422 and response.json()["errors"][0]["field"] == "params.r"
 
 
 def test_a_declared_huge_dimension_is_refused_before_allocating(client, x1):
     blob = trained(client, x1)
-    params = {**loads_state(blob)["params"], "n_features": 2**31 - 1}
+    params = {**snapshot_of(blob).model["params"], "n_features": 2**31 - 1}
     tracemalloc.start()   # numpy's buffers are traced too
     try:
-        response = client.put("/v1/models/m/snapshot", content=edited(blob, params=params))
+        response = client.put("/v1/models/m/snapshot", content=edited(blob, {"model.params": params}))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

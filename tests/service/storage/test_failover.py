@@ -36,7 +36,6 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from algorithms.datasets.online_synthetic import make_x1
-from algorithms.serialization import loads_state
 from clients.stream import NotReplicatedError, StreamProducer
 from service import fbx1
 from service.app import create_app
@@ -50,6 +49,7 @@ from tests.support.online import same_state
 from tests.support.processes import serve_on_redis, wait_ready
 from tests.support.redis_cluster import node as _node
 from tests.support.redis_cluster import wait_for as _wait
+from tests.support.snapshots import snapshot_of
 from tests.support.storage_backends import log_entries
 
 MASTER, REPLICA, LONE = 18450, 18451, 18455
@@ -266,7 +266,7 @@ def test_a_master_failover_loses_no_acknowledged_example(tmp_path, watched):
                 break
             assert time.monotonic() < deadline, f"not drained: {info}"
             time.sleep(0.05)
-        served = loads_state(httpx.get(f"{url}/v1/models/m/snapshot", timeout=30).content)
+        served = snapshot_of(httpx.get(f"{url}/v1/models/m/snapshot", timeout=30).content).model
     finally:
         stop.set()
         process.kill()

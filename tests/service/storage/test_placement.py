@@ -17,13 +17,13 @@ import pytest
 import redis
 
 from algorithms.online import LEARNERS
-from algorithms.serialization import loads_state
 from clients.stream import StreamProducer
 from service.ingest import parse_entry
 from service.placement import place
 from service.storage import redis_keys
 from tests.support.online import same_state
 from tests.support.processes import serve_on_redis, wait_ready
+from tests.support.snapshots import snapshot_of
 
 
 def test_placement_is_balanced_deterministic_and_moves_few_models():
@@ -121,7 +121,7 @@ def test_three_processes_share_models_and_take_over_a_killed_owner(tmp_path, red
         info = _wait(lambda: (lambda i: i if i["log_position"] == i["log_end"] and
                               i["examples_applied"] == 500 else None)(
             httpx.get(f"{url}/v1/models/{busy}").json()), 30, "the log is applied")
-        served = loads_state(httpx.get(f"{url}/v1/models/{busy}/snapshot").content)
+        served = snapshot_of(httpx.get(f"{url}/v1/models/{busy}/snapshot").content).model
         alive = {p.pid for p, _ in survivors}
         spread = _wait(lambda: (lambda o: o if set(o.values()) <= alive and sorted(
             collections.Counter(o.values()).values()) == [3, 3] else None)(

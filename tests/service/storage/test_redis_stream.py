@@ -11,7 +11,6 @@ import redis
 from fastapi.testclient import TestClient
 
 from algorithms.online import LEARNERS
-from algorithms.serialization import loads_state
 from clients.stream import StreamProducer
 from service import fbx1
 from service.app import create_app
@@ -19,6 +18,7 @@ from service.settings import Settings
 from service.storage import redis_keys
 from service.storage.redis import RedisStorage
 from tests.support.online import create, json_examples, libsvm_text, same_state
+from tests.support.snapshots import snapshot_of
 
 pytestmark = pytest.mark.redis
 
@@ -58,7 +58,7 @@ def test_stream_entries_in_every_format_and_dead_letters(redis_url, x1):
         assert info["examples_applied"] == 210
         oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
             X.row_slice(0, 210), y[:210].astype(float))
-        state = loads_state(client.get("/v1/models/m/snapshot").content)
+        state = snapshot_of(client.get("/v1/models/m/snapshot").content).model
         assert same_state(state, oracle.state_dict())
         dead = client.get("/v1/models/m/deadletters").json()["entries"]
         assert len(dead) == 3
@@ -90,7 +90,7 @@ def test_reclaims_entries_of_a_dead_consumer_exactly_once(redis_url, x1):
         wait_for(lambda: r.xpending(key, redis_keys.CONSUMER_GROUP)["pending"] == 0)
     oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
         X.row_slice(0, 200), y[:200].astype(float))
-    state = loads_state(r.hget(redis_keys.snapshot_key("m"), b"state"))
+    state = snapshot_of(r.hget(redis_keys.snapshot_key("m"), b"state")).model
     assert same_state(state, oracle.state_dict())
 
 
@@ -116,7 +116,7 @@ def test_trimming_keeps_what_the_snapshot_needs(redis_url, x1):
         assert client.get("/v1/models/m").json()["examples_applied"] == 400
     oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
         X.row_slice(0, 400), y[:400].astype(float))
-    state = loads_state(r.hget(redis_keys.snapshot_key("m"), b"state"))
+    state = snapshot_of(r.hget(redis_keys.snapshot_key("m"), b"state")).model
     assert same_state(state, oracle.state_dict())
 
 
@@ -134,8 +134,8 @@ def test_two_processes_share_a_model_through_the_lease(redis_url, x1):
         assert second.get("/v1/models/m").json()["log_position"] == response.json()["log_ids"][0]
     oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
         X.row_slice(0, 60), y[:60].astype(float))
-    state = loads_state(redis.Redis.from_url(redis_url).hget(redis_keys.snapshot_key("m"),
-                                                             b"state"))
+    state = snapshot_of(redis.Redis.from_url(redis_url).hget(redis_keys.snapshot_key("m"),
+                                                             b"state")).model
     assert same_state(state, oracle.state_dict())
     assert np.isfinite(oracle.decision_function(X.row_slice(0, 1))).all()
 
@@ -202,7 +202,7 @@ def test_big_entries_few_per_read_and_big_garbage_dead_lettered(redis_url, x1):
         assert len(r.xrange(redis_keys.deadletter_key("m"))[0][1][b"data"]) == 65536
     oracle = LEARNERS["sofs"](n_features=2000, budget=20).partial_fit(
         X.row_slice(0, 450), y[:450].astype(float))
-    state = loads_state(r.hget(redis_keys.snapshot_key("m"), b"state"))
+    state = snapshot_of(r.hget(redis_keys.snapshot_key("m"), b"state")).model
     assert same_state(state, oracle.state_dict())
 
 
@@ -313,7 +313,7 @@ def test_a_retrying_producer_writes_each_batch_once(redis_url, x1):
         with pytest.raises(ValueError):
             producer.write_once("has space", X.indptr[:2], X.indices[:X.indptr[1]],
                                 X.values[:X.indptr[1]], y[:1])
-        served = loads_state(client.get("/v1/models/m/snapshot").content)
+        served = snapshot_of(client.get("/v1/models/m/snapshot").content).model
     oracle = LEARNERS["sofs"](n_features=X.n_features, budget=20).partial_fit(
         X.row_slice(0, 140), y[:140].astype(np.float64))
     assert same_state(served, oracle.state_dict())
