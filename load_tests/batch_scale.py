@@ -100,6 +100,7 @@ sys.path.insert(0, str(ROOT / "load_tests"))
 import _servers  # noqa: E402
 import predict_latency  # noqa: E402  (the open-loop generator: RawPool, _generate)
 from _harness import applied, connect, create, inspect, metrics, wait_job  # noqa: E402
+from _harness import wait_applied as harness_wait_applied  # noqa: E402
 from _servers import Child, children_of, pick_port, rss_bytes, wait_ready  # noqa: E402
 from batch_service import wait_owned  # noqa: E402
 
@@ -359,20 +360,15 @@ class Stack:
 # ============================================================================ HTTP helpers
 def wait_applied(client: FeaturebudgetClient, stack: Stack, model: str, target: int,
                  timeout: float, poll: float = 0.02) -> float:
-    """perf_counter time at which ``examples_applied >= target`` was first seen."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        stack.check_alive()
-        try:
-            last = applied(client, model)
-        except (ServiceError, httpx.HTTPError) as exc:  # a slow answer: keep waiting
-            last = f"{type(exc).__name__}"
-        if isinstance(last, int) and last >= target:
-            return time.perf_counter()
-        time.sleep(poll)
-    raise PhaseTimeoutError(f"{target} examples not applied within {timeout:.0f} s "
-                       f"(last seen: {last})")
+    """perf_counter time at which ``examples_applied >= target`` was first seen (the
+    harness's wait, the stack checked alive before every poll; a slow answer counts as not
+    yet); PhaseTimeoutError after ``timeout``."""
+    try:
+        return harness_wait_applied(client, model, target, timeout, poll=poll,
+                                    check=stack.check_alive,
+                                    errors=(ServiceError, httpx.HTTPError))
+    except TimeoutError as exc:
+        raise PhaseTimeoutError(str(exc)) from None
 
 
 async def _post_all(url: str, path: str, bodies: list[bytes], content_type: str,

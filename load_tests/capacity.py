@@ -84,12 +84,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from _harness import connect, create, start_api  # noqa: E402
 from _proc import cpu_seconds, machine_busy_seconds  # noqa: E402
 from _proc import run_role as run_async_role  # noqa: E402
-from _servers import Child, pick_port, serve, service_env, wait_ready  # noqa: E402
+from _servers import Child, pick_port, service_env  # noqa: E402
 
 from clients import FeaturebudgetClient  # noqa: E402
-from tests.support.models import create_from_body  # noqa: E402
 
 REDIS_URL = "redis://127.0.0.1:6379/7"
 PORTS = (18100, 18199)
@@ -401,7 +401,6 @@ class Cluster:
     """The serve processes on one Redis database, and what they say about the models."""
 
     def __init__(self, redis_url: str, work: Path, models: list[str]) -> None:
-        import httpx
         import redis
 
         self.redis_url = redis_url
@@ -409,28 +408,24 @@ class Cluster:
         self.work = work
         self.models = models
         self.servers: list[Child] = []
-        self.clients: list[httpx.Client] = []
+        self.clients: list[FeaturebudgetClient] = []
         self.stopped: list[Child] = []
 
     def start(self) -> float:
-        import httpx
-
         used = tuple(int(s.url.rsplit(":", 1)[1]) for s in self.servers + self.stopped)
         port = pick_port(*PORTS, skip=used)
         env = service_env(redis_url=self.redis_url, data_dir=self.work / "data", **SETTINGS)
-        server = serve(port, env, self.work, label=f"serve-{len(self.servers) + 1}")
+        server = start_api(port, env, self.work, label=f"serve-{len(self.servers) + 1}",
+                           timeout=240)
         self.servers.append(server)
-        seconds = wait_ready(server, timeout=240)
-        self.clients.append(httpx.Client(base_url=server.url, timeout=60))
-        return seconds
+        self.clients.append(connect(server.url, timeout=60))
+        return server.startup_seconds
 
     def listing(self) -> list[dict[str, dict]]:
         """Per process: model name -> its inspect (``GET /v1/models``)."""
         out = []
         for client in self.clients:
-            response = client.get("/v1/models")
-            response.raise_for_status()
-            out.append({m["name"]: m for m in response.json()["models"]})
+            out.append({m.name: m.raw for m in client.list_models()})
         return out
 
     def applied(self, listing: list[dict[str, dict]] | None = None) -> dict[str, int]:
@@ -823,7 +818,7 @@ def main(argv=None) -> int:
             say(f"{n} process{'es' if n > 1 else ''}: starting serve-{n} ...")
             run: dict = {"processes": n, "startup_s": cluster.start()}
             if n == 1:
-                FeaturebudgetClient(http=cluster.clients[0]).create_model(
+                cluster.clients[0].create_model(
                     BIG_MODEL, algorithm="sofs", n_features=BIG_D, budget=BIG_BUDGET)
             run["big_alone"] = {}
             placed(run["big_alone"])
@@ -838,7 +833,7 @@ def main(argv=None) -> int:
                     "n_features": SMALL_D}
             if i % 2 == 0:
                 body["budget"] = SMALL_BUDGET
-            create_from_body(FeaturebudgetClient(http=client), body)
+            create(client, body)
         cluster.models = sorted([*smalls, BIG_MODEL])
         for n in range(n_processes, 0, -1):
             if len(cluster.servers) > n:

@@ -63,19 +63,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _servers import (  # noqa: E402
-    RedisServer,
-    children_of,
-    pick_port,
-    serve,
-    service_env,
-    wait_ready,
-    worker,
-)
+from _harness import connect, create, inspect, ready, start_api  # noqa: E402
+from _servers import RedisServer, children_of, pick_port, service_env, worker  # noqa: E402
 
 from algorithms.online import LEARNERS  # noqa: E402
 from algorithms.serialization import loads_state  # noqa: E402
-from clients import FeaturebudgetClient  # noqa: E402
 from service import fbx1  # noqa: E402
 from service.batch.spec import BatchLayout, split_params  # noqa: E402
 from service.batch.worker.fold_state import BatchFoldState  # noqa: E402
@@ -84,7 +76,6 @@ from service.ingest import parse_entry  # noqa: E402
 from service.schemas import ModelCreate  # noqa: E402
 from service.snapshot_file import open_snapshot  # noqa: E402
 from service.storage import redis_keys  # noqa: E402
-from tests.support.models import create_from_body  # noqa: E402
 from tests.support.online import concat  # noqa: E402
 
 ONLINE = {"name": "chaos_online", "algorithm": "sofs", "n_features": 5000, "budget": 50}
@@ -470,16 +461,19 @@ def main(argv=None) -> int:
                       job_poll_seconds=0.1)
     api_port = pick_port(18100, 18199)
     metrics_port = pick_port(18100, 18199, skip=(api_port,))
-    api = serve(api_port, env, work, workers=2)
+    try:
+        api = start_api(api_port, env, work, workers=2)
+    except BaseException:
+        redis_server.stop()
+        raise
     batch_worker = worker(env, work, metrics_port=metrics_port)
     result: dict = {"redis": f"127.0.0.1:{args.redis_port}", "workdir": str(work),
                     "machine": {"python": platform.python_version()}, "faults": [],
                     "recovered": {}}
     try:
-        wait_ready(api)
-        with FeaturebudgetClient(api.url, timeout=30) as client:
-            create_from_body(client, ONLINE)
-            create_from_body(client, BATCH)
+        with connect(api.url, timeout=30) as client:
+            create(client, ONLINE)
+            create(client, BATCH)
         wait_for(lambda: owner_pid(r, "chaos_online") is not None, 30)
         run = Run(api.url, redis_url, args.seed, f"http://127.0.0.1:{metrics_port}")
         run.start(args)
@@ -509,8 +503,7 @@ def main(argv=None) -> int:
         redis_server.kill()
         time.sleep(args.redis_down)
         redis_server.start()
-        result["recovered"]["redis back, ready"] = wait_for(
-            lambda: httpx.get(f"{api.url}/readyz", timeout=2).status_code == 200, 60)
+        result["recovered"]["redis back, ready"] = wait_for(lambda: ready(api.url), 60)
         time.sleep(args.settle)
         result["faults"].append(summarize_window(run, f"SIGKILL redis-server, restart after "
                                                       f"{args.redis_down:g} s (AOF)",
@@ -521,8 +514,7 @@ def main(argv=None) -> int:
         batch_worker.kill()
         time.sleep(2.0)
         batch_worker.start()
-        result["recovered"]["batch worker folding again"] = wait_for(
-            lambda: httpx.get(f"{api.url}/readyz", timeout=2).status_code == 200, 60)
+        result["recovered"]["batch worker folding again"] = wait_for(lambda: ready(api.url), 60)
         time.sleep(args.settle)
         result["faults"].append(summarize_window(run, "SIGKILL featurebudget worker, restart "
                                                       "after 2 s", start, run.t()))
@@ -532,9 +524,8 @@ def main(argv=None) -> int:
         result["client_answers"] = dict(sorted(run.counts.items()))
 
         def drained() -> bool:
-            with httpx.Client(base_url=api.url, timeout=10) as client:
-                infos = [client.get(f"/v1/models/{m}", params={"features": "false"}).json()
-                         for m in ("chaos_online", "chaos_batch")]
+            with connect(api.url, timeout=10) as client:
+                infos = [inspect(client, m) for m in ("chaos_online", "chaos_batch")]
             return all(i["log_end"] and i["log_position"] == i["log_end"] for i in infos)
 
         result["recovered"]["drained"] = wait_for(drained, 120, 0.2)

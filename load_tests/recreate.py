@@ -30,15 +30,12 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from load_tests._servers import (  # noqa: E402
-    RedisServer,
-    free_port,
-    serve,
-    service_env,
-    wait_ready,
-    worker,
-)
+from _harness import connect, create, inspect, start_api  # noqa: E402
+from _servers import RedisServer, free_port, service_env, worker  # noqa: E402
+
+from clients import FeaturebudgetClient, ServiceError  # noqa: E402
 
 
 def spec(round_: int, wide: bool) -> dict:
@@ -81,23 +78,35 @@ class Stream(threading.Thread):
                                      len(payload["examples"])))
 
 
-def one_round(round_: int, a: str, b: str, redis_url: str) -> dict:
+def readyz_status(client: FeaturebudgetClient) -> int:
+    """``/readyz``'s status code (200, or the refusal's)."""
+    try:
+        client.readyz()
+        return 200
+    except ServiceError as exc:
+        return exc.status
+
+
+def one_round(round_: int, a: FeaturebudgetClient, b: FeaturebudgetClient,
+              redis_url: str) -> dict:
     import redis
 
     first, second = spec(round_, wide=round_ % 4 >= 2), spec(round_, wide=round_ % 4 < 2)
     batch = first["algorithm"] != "pet"
-    httpx.post(f"{a}/v1/models", json=first, timeout=30).raise_for_status()
+    create(a, first)
     # B must serve the first model before the stream starts (it follows the store at once)
     for _ in range(200):
-        if httpx.get(f"{b}/v1/models/m", timeout=10).status_code == 200:
+        try:
+            inspect(b, "m")
             break
-        time.sleep(0.01)
-    stream = Stream(b, batch)
+        except ServiceError:
+            time.sleep(0.01)
+    stream = Stream(str(b.http.base_url).rstrip("/"), batch)
     stream.start()
     time.sleep(0.3)
     started = time.perf_counter()
-    assert httpx.delete(f"{a}/v1/models/m", timeout=30).status_code == 204
-    httpx.post(f"{a}/v1/models", json=second, timeout=30).raise_for_status()
+    a.delete_model("m")
+    create(a, second)
     recreated_ms = (time.perf_counter() - started) * 1e3
     time.sleep(1.0)
     stream.stop.set()
@@ -112,15 +121,15 @@ def one_round(round_: int, a: str, b: str, redis_url: str) -> dict:
     statuses = sorted({status for _, status, _, _ in stream.answers})
     deadline = time.monotonic() + 60
     while True:
-        info = httpx.get(f"{a}/v1/models/m", timeout=10).json()
+        info = inspect(a, "m")
         if info["log_end"] is None or info["log_position"] == info["log_end"]:
             break
         if time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    other = httpx.get(f"{b}/v1/models/m", timeout=10).json()
-    letters = httpx.get(f"{a}/v1/models/m/deadletters", timeout=10).json()["entries"]
-    ready = [httpx.get(f"{u}/readyz", timeout=10).status_code for u in (a, b)]
+    other = inspect(b, "m")
+    letters = a.deadletters("m")
+    ready = [readyz_status(c) for c in (a, b)]
     row = {"round": round_, "model": first["algorithm"],
            "from": first.get("n_features") or len(first["groups"]),
            "to": second.get("n_features") or len(second["groups"]),
@@ -132,7 +141,7 @@ def one_round(round_: int, a: str, b: str, redis_url: str) -> dict:
     row["ok"] = bool(row["applied"] == acknowledged and not letters and
                      set(statuses) <= {202, 404, 409} and row["same_incarnation"] and
                      row["same_layout"])
-    assert httpx.delete(f"{a}/v1/models/m", timeout=30).status_code == 204
+    a.delete_model("m")
     return row
 
 
@@ -146,12 +155,12 @@ def main() -> int:
         server.start()
         env = service_env(redis_url=server.url, data_dir=Path(tmp) / "data", trim_log="false",
                           lease_seconds=3)
-        children = [serve(free_port(), env, tmp, label="api-a"),
-                    serve(free_port(), env, tmp, label="api-b"), worker(env, tmp)]
+        children = []
         try:
-            for child in children[:2]:
-                wait_ready(child)
-            a, b = children[0].url, children[1].url
+            children.append(start_api(free_port(), env, tmp, label="api-a"))
+            children.append(start_api(free_port(), env, tmp, label="api-b"))
+            children.append(worker(env, tmp))
+            a, b = (connect(child.url, timeout=30) for child in children[:2])
             rows = []
             print(f"{'round':>5} {'model':>9} {'layout':>7} {'ms':>6} {'posts':>6} "
                   f"{'acked':>6} {'applied':>7} {'dead':>4} {'statuses':>9} ok")

@@ -40,7 +40,9 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _servers import Child, free_port, serve, service_env, wait_ready  # noqa: E402
+from _harness import applied, connect, start_api, wait_position  # noqa: E402
+from _harness import create as create_model  # noqa: E402
+from _servers import Child, free_port, service_env  # noqa: E402
 
 from algorithms.datasets.online_synthetic import make_x1  # noqa: E402
 from algorithms.online import LEARNERS  # noqa: E402
@@ -48,7 +50,6 @@ from clients import FeaturebudgetClient  # noqa: E402
 from clients.stream import StreamProducer  # noqa: E402
 from service import fbx1  # noqa: E402
 from service.storage import id_key, redis_keys  # noqa: E402
-from tests.support.models import create_from_body  # noqa: E402
 
 TARGETS = {"stream-binary": 0.50, "stream-libsvm": 0.20, "rest-libsvm": 0.20, "rest-json": 0.10,
            "rest-binary": None}  # no target in the issue: shows the cost of text parsing
@@ -75,27 +76,15 @@ def json_body(X, y, start, stop) -> bytes:
 
 def start_server(redis_url: str | None, data_dir: str, workers: int = 1) -> Child:
     """``featurebudget serve`` on a free port, output to this terminal, once ready."""
-    server = serve(free_port(), service_env(redis_url=redis_url, data_dir=data_dir,
-                                            clean=False), workers=workers)
-    wait_ready(server, timeout=120, poll=0.1)
-    return server
+    return start_api(free_port(), service_env(redis_url=redis_url, data_dir=data_dir,
+                                              clean=False), workers=workers, timeout=120,
+                     poll=0.1)
 
 
-def wait_applied(client: httpx.Client, model: str, last_id: str, timeout=600.0) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        position = client.get(f"/v1/models/{model}",
-                              params={"features": "false"}).json()["log_position"]
-        if id_key(position) >= id_key(last_id):
-            return time.perf_counter()
-        time.sleep(0.02)
-    raise TimeoutError(f"{model}: {last_id} not applied")
-
-
-def create(client: httpx.Client, name: str, args) -> None:
+def create(client: FeaturebudgetClient, name: str, args) -> None:
     body = {"name": name, "algorithm": args.algorithm, "budget": args.budget,
             "n_features": args.n_features}
-    create_from_body(FeaturebudgetClient(http=client), body, replace=True)
+    create_model(client, body, replace=True)
 
 
 def run_stream(client, redis_url, name, entries: list[tuple[bytes, bytes]]) -> float:
@@ -110,7 +99,7 @@ def run_stream(client, redis_url, name, entries: list[tuple[bytes, bytes]]) -> f
         for fmt, data in entries[k:k + 32]:
             pipe.xadd(key, {b"fmt": fmt, b"data": data})
         last = pipe.execute()[-1]
-    finished = wait_applied(client, name, last.decode())
+    finished = wait_position(client, name, last.decode())
     return finished - started
 
 
@@ -154,7 +143,7 @@ def run_rest(client, name, bodies: list[bytes], content_type: str,
     """POST the bodies with ``concurrency`` requests in flight; until all are applied."""
     from concurrent.futures import ThreadPoolExecutor
 
-    url = str(client.base_url)
+    url = str(client.http.base_url)
     local = threading.local()
 
     def post(body: bytes) -> str:
@@ -169,7 +158,7 @@ def run_rest(client, name, bodies: list[bytes], content_type: str,
     with ThreadPoolExecutor(concurrency) as pool:
         ids = list(pool.map(post, bodies))
     last = max(ids, key=id_key)
-    finished = wait_applied(client, name, last)
+    finished = wait_position(client, name, last)
     return finished - started
 
 
@@ -264,7 +253,7 @@ def main(argv=None) -> int:
     data_dir = tempfile.mkdtemp(prefix="fb-load-")
     server = start_server(args.redis_url, data_dir, args.workers)
     try:
-        with httpx.Client(base_url=server.url, timeout=120) as client:
+        with connect(server.url, timeout=120) as client:
             runs = {
                 "stream-binary": lambda name: run_stream(client, args.redis_url, name,
                                                          binary * repeat),
@@ -279,7 +268,7 @@ def main(argv=None) -> int:
             }
             create(client, "warmup", args)  # first-use costs stay out of the measurements
             run_stream(client, args.redis_url, "warmup", binary[:max(1, len(binary) // 4)])
-            client.delete("/v1/models/warmup")
+            client.delete_model("warmup")
             for path, run in runs.items():
                 name = path.replace("-", "_")
                 create(client, name, args)
@@ -313,7 +302,7 @@ def main(argv=None) -> int:
                                    args.predict_seconds)
             feeder_done.set()
             feeder.join()
-            applied_busy = client.get("/v1/models/busy").json()["examples_applied"]
+            applied_busy = applied(client, "busy")
             results["predict"] = {"rate_per_s": args.predict_rate, "idle": idle, "busy": busy,
                                   "busy_examples_applied": applied_busy}
     finally:

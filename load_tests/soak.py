@@ -57,12 +57,12 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _servers import children_of, pick_port, rss_bytes, serve, service_env, wait_ready  # noqa: E402
+from _harness import connect, create, inspect, metrics, start_api  # noqa: E402
+from _servers import children_of, pick_port, rss_bytes, service_env  # noqa: E402
 
 from clients import FeaturebudgetClient  # noqa: E402
 from service import fbx1  # noqa: E402
 from service.storage import redis_keys  # noqa: E402
-from tests.support.models import create_from_body  # noqa: E402
 
 MODELS = {
     "soak_sofs": {"name": "soak_sofs", "algorithm": "sofs", "n_features": 10_000, "budget": 100},
@@ -314,11 +314,10 @@ def sample(server_pid: int, r, traffic: Traffic, started: float) -> dict:
             "lag_seconds": {m: v[1] for m, v in lags.items()}}
 
 
-def drain(client: httpx.Client, timeout: float = 120.0) -> dict:
+def drain(client: FeaturebudgetClient, timeout: float = 120.0) -> dict:
     deadline = time.monotonic() + timeout
     while True:
-        infos = {m: client.get(f"/v1/models/{m}", params={"features": "false"}).json()
-                 for m in FED}
+        infos = {m: inspect(client, m) for m in FED}
         if all(i["log_end"] is not None and i["log_position"] == i["log_end"]
                for i in infos.values()) or time.monotonic() > deadline:
             return infos
@@ -463,7 +462,7 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="fb-soak-"))
     env = service_env(redis_url=args.redis_url, data_dir=work / "data",
                       snapshot_every_seconds=10)
-    server = serve(pick_port(18100, 18199), env, work, workers=args.workers)
+    server = None
     results: dict = {"minutes": args.minutes, "workers": args.workers,
                      "redis_url": args.redis_url, "rates": {
                          "ingest_bodies_per_s": args.ingest_rate, "examples_per_body": BATCH,
@@ -474,10 +473,11 @@ def main(argv=None) -> int:
                      "machine": {"python": platform.python_version()}}
     code = 1
     try:
-        results["startup_seconds"] = wait_ready(server)
-        with httpx.Client(base_url=server.url, timeout=60) as client:
+        server = start_api(pick_port(18100, 18199), env, work, workers=args.workers)
+        results["startup_seconds"] = server.startup_seconds
+        with connect(server.url) as client:
             for body in MODELS.values():
-                create_from_body(FeaturebudgetClient(http=client), body)
+                create(client, body)
             traffic = Traffic(server.url, args.redis_url, data, args)
             started = time.monotonic()
             traffic.start()
@@ -496,7 +496,7 @@ def main(argv=None) -> int:
             final = drain(client)
             results["drained"] = all(i["log_position"] == i["log_end"] for i in final.values())
             samples.append({**sample(server.pid, r, traffic, started), "after_drain": True})
-            metrics = client.get("/metrics").text
+            metrics_text = metrics(server.url)
         results.update(
             seconds=seconds, samples=samples, final=final,
             requests=dict(traffic.requests), requests_total=sum(traffic.requests.values()),
@@ -504,14 +504,15 @@ def main(argv=None) -> int:
             retried=dict(traffic.retried), error_samples=traffic.error_samples,
             acknowledged=dict(traffic.acknowledged),
             deadletters={m: r.xlen(redis_keys.deadletter_key(m)) for m in FED},
-            metrics_lines=[line for line in metrics.splitlines()
+            metrics_lines=[line for line in metrics_text.splitlines()
                            if line.startswith(("featurebudget_examples_applied_total",
                                                "featurebudget_examples_ingested_total"))])
         results["verdicts"] = verdicts(results, args)
         code = 0 if all(results["verdicts"][k] for k in ("rss_flat", "lag_bounded",
                                                           "zero_errors", "exactly_once")) else 1
     finally:
-        results["server_exit_code"] = server.stop(timeout=60)
+        if server is not None:
+            results["server_exit_code"] = server.stop(timeout=60)
         r.flushdb()
     note = plot(results, Path(args.plot))
     if note:

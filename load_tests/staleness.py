@@ -40,10 +40,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "load_tests"))
 
-from _servers import pick_port, serve, service_env, wait_ready  # noqa: E402
+from _harness import connect, inspect, metrics, start_api  # noqa: E402
+from _servers import pick_port, service_env  # noqa: E402
 
 from algorithms.datasets.online_synthetic import make_x1  # noqa: E402
-from clients import FeaturebudgetClient  # noqa: E402
 from service.storage import id_key  # noqa: E402
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
@@ -106,17 +106,16 @@ def main(argv=None) -> int:
     env = service_env(redis_url=REDIS_URL, lease_seconds=5)
     ports = [pick_port(18840, 18849)]
     ports.append(pick_port(18840, 18849, skip=tuple(ports)))
-    servers = [serve(port, env, work, label=f"api{k}") for k, port in enumerate(ports)]
+    servers = []
     try:
-        for server in servers:
-            wait_ready(server)
-        clients = [httpx.Client(base_url=s.url, timeout=60) for s in servers]
-        FeaturebudgetClient(http=clients[0]).create_model(
-            "m", algorithm="sofs", budget=200, n_features=X.n_features)
+        for k, port in enumerate(ports):
+            servers.append(start_api(port, env, work, label=f"api{k}"))
+        control = [connect(s.url) for s in servers]
+        clients = [c.http for c in control]  # the timed posts and reads stay raw
+        control[0].create_model("m", algorithm="sofs", budget=200, n_features=X.n_features)
         for _ in range(3):  # both processes know the model and a first view exists
-            FeaturebudgetClient(http=clients[1]).post_examples("m", examples(X, y, 0, 10),
-                                                               wait=True)
-        owner = [c.get("/v1/models/m").json()["owner"] for c in clients].index(True)
+            control[1].post_examples("m", examples(X, y, 0, 10), wait=True)
+        owner = [inspect(c, "m")["owner"] for c in control].index(True)
         writer = clients[1 - owner]  # post to the process that does not fold
 
         posted: list[tuple[tuple[int, int], float]] = []  # (log id, ack time)
@@ -169,9 +168,9 @@ def main(argv=None) -> int:
                 position = client.get("/v1/models/m").json()["log_position"]
                 checks += 1
                 violations += id_key(position) < target
-        metrics = clients[1 - owner].get("/metrics").text
-        buckets = histogram(metrics, "featurebudget_read_staleness_seconds", "m")
-        for client in clients:
+        buckets = histogram(metrics(servers[1 - owner].url),
+                            "featurebudget_read_staleness_seconds", "m")
+        for client in control:
             client.close()
     finally:
         for server in servers:
