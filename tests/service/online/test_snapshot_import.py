@@ -122,7 +122,8 @@ def test_a_declared_huge_dimension_is_refused_before_allocating(client, x1):
     params = {**snapshot_of(blob).model["params"], "n_features": 2**31 - 1}
     tracemalloc.start()   # numpy's buffers are traced too
     try:
-        response = client.put("/v1/models/m/snapshot", content=edited(blob, {"model.params": params}))
+        response = client.put("/v1/models/m/snapshot",
+                              content=edited(blob, {"model.params": params}))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
