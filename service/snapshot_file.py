@@ -70,12 +70,14 @@ def open_snapshot(state: dict[str, Any]) -> Snapshot:
     """The parts of a snapshot state, of either layout (module docstring);
     SnapshotFormatError for a snapshot of another format version or with a member outside
     the envelope."""
-    if state.get(KIND) != SNAPSHOT_KIND:  # flat: the model's own kind at the top
+    kind = state.get(KIND)  # (any member may hold an array: compare typed values only)
+    if not (isinstance(kind, str) and kind == SNAPSHOT_KIND):  # flat: the model's own kind
         return Snapshot({k: v for k, v in state.items() if not k.startswith(FLAT)},
                         {k[len(FLAT):]: v for k, v in state.items() if k.startswith(FLAT)},
                         FLAT)
     version = state.get(FORMAT_VERSION)
-    if isinstance(version, bool) or version != SNAPSHOT_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or \
+            version != SNAPSHOT_VERSION:
         raise SnapshotFormatError(f"this code reads snapshots of format {SNAPSHOT_VERSION} "
                                   f"(and flat ones written before it), got {version!r}",
                                   FORMAT_VERSION)
