@@ -9,7 +9,7 @@ In order, O(headers) before anything is read:
    declared length is bounded where it is read (``service.api.deps.read_body``).
 2. **The predictions' short path.** ``POST /v1/models/{model}/predict`` is answered here,
    with the route's own code (:func:`service.api.examples.predict_response`) after the same
-   key check (:func:`service.api.deps.require_role`), without the router. A prediction is
+   key check (:func:`service.api.deps.check_key`), without the router. A prediction is
    the latency-critical request: routed by FastAPI it also paid for the match against every
    route, the dependency resolution and the exception-handling wrappers, about a quarter of
    its CPU on the event loop (py-spy of a server answering 1,000 budgeted predictions a
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from service.api.deps import check_key, require_role
+from service.api.deps import check_key
 from service.api.examples import predict_response
 from service.errors import BodyTooLargeError
 
@@ -87,7 +87,7 @@ class RequestEdge:
         request = Request(scope, receive)
         state = request.app.state
         try:
-            require_role(request, "read")
+            check_key(self.key_roles, request, "read")
             response = await predict_response(request, state.manager, state.settings, name)
         except Exception as exc:  # rendered as the route's error would be
             response = await self._handled(request, exc)

@@ -79,23 +79,30 @@ def test_sync_client_covers_every_endpoint(tmp_path, data):
             client.get_model("copy")
 
 
-def test_async_client(tmp_path, data):
-    X, y = data
-    app = create_app(Settings(data_dir=tmp_path, consumer_block_ms=20))
-
+def with_async_client(app, use):
+    """``await use(client)`` with an :class:`AsyncFeaturebudgetClient` over ``app`` (in
+    process, its lifespan running), from synchronous code."""
     async def run():
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with AsyncFeaturebudgetClient("http://test", transport=transport) as client:
-                await client.create_model("m", algorithm="pet", n_features=X.n_features,
-                                          budget=30)
-                await client.post_libsvm("m", b"1 1:0.5 7:1\n-1 2:1\n", wait=True)
-                await client.post_examples("m", rows(X, y, 0, 30), wait=True)
-                info = await client.get_model("m")
-                prediction = await client.predict("m", rows(X, y, 0, 3, labels=False))
-                return info, prediction
+                return await use(client)
 
-    info, prediction = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_async_client(tmp_path, data):
+    X, y = data
+    app = create_app(Settings(data_dir=tmp_path, consumer_block_ms=20))
+
+    async def use(client):
+        await client.create_model("m", algorithm="pet", n_features=X.n_features, budget=30)
+        await client.post_libsvm("m", b"1 1:0.5 7:1\n-1 2:1\n", wait=True)
+        await client.post_examples("m", rows(X, y, 0, 30), wait=True)
+        info = await client.get_model("m")
+        return info, await client.predict("m", rows(X, y, 0, 3, labels=False))
+
+    info, prediction = with_async_client(app, use)
     assert info.examples_applied == 32 and len(prediction.scores) == 3
 
 
@@ -112,16 +119,12 @@ def test_get_model_without_features_is_the_same_description_less_the_features(tm
         assert full.selected_features and not lean.selected_features
         assert (lean.examples_applied, lean.log_position) == (40, full.log_position)
 
-    async def run():
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with AsyncFeaturebudgetClient("http://test", transport=transport) as aio:
-                await aio.create_model("a", algorithm="pet", n_features=X.n_features,
-                                       budget=30)
-                await aio.post_examples("a", rows(X, y, 0, 10), wait=True)
-                return await aio.get_model("a", features=False)
+    async def use(aio):
+        await aio.create_model("a", algorithm="pet", n_features=X.n_features, budget=30)
+        await aio.post_examples("a", rows(X, y, 0, 10), wait=True)
+        return await aio.get_model("a", features=False)
 
-    info = asyncio.run(run())
+    info = with_async_client(app, use)
     assert info.examples_applied == 10 and not info.selected_features
 
 

@@ -15,13 +15,11 @@ from pathlib import Path
 
 import httpx
 
-from algorithms.serialization import loads_state
 from clients.stream import redis_client
 from service.batch.spec import BatchLayout, split_params
 from service.batch.worker.fold_state import BatchFoldState
 from service.batch.worker.ingest import parse_batch_entry
 from service.schemas import ModelCreate
-from service.snapshot_file import open_snapshot
 from service.storage import redis_keys
 from tests.support.batch_data import (
     DIABETES_GROUPS,
@@ -32,6 +30,7 @@ from tests.support.batch_data import (
 )
 from tests.support.ports import free_port
 from tests.support.processes import ROOT, wait_ready
+from tests.support.snapshots import snapshot_of
 
 # every process started, for the tests' clean-up fixtures to kill
 RUNNING: list[subprocess.Popen] = []
@@ -143,7 +142,7 @@ def killed_worker_loses_and_duplicates_nothing(redis_url: str, tmp_path: Path, a
     client = redis_client(redis_url)
     blob = client.hget(redis_keys.snapshot_key(name), b"state")
     client.close()
-    folded = open_snapshot(loads_state(blob)).model
+    folded = snapshot_of(blob).model
     spec = ModelCreate(**body)
     expected = one_pass(redis_url, spec)
     assert folded["examples"] == 440

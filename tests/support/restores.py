@@ -17,9 +17,9 @@ import numpy as np
 from hypothesis import strategies as st
 
 from algorithms.serialization import dumps_state, loads_state
-from service.snapshot_file import make_snapshot, open_snapshot
 from tests.support.batch_api import create_batch, retrain
 from tests.support.batch_data import DIABETES_GROUPS, diabetes, named_examples
+from tests.support.snapshots import snapshot_bytes, snapshot_of
 
 # (algorithm, task) of every batch family
 FAMILY_CASES = [("cs-g-omp", "regression"), ("cs-g-omp", "classification"),
@@ -146,11 +146,11 @@ def with_change(blob: bytes, where: str, key: str, change: Callable[[Any], Any])
     ``fold`` (a member of the fold state), ``meta`` (a dotted path in the artifact's
     metadata), ``artifact`` (a member of the artifact) or ``model`` (a member of the
     model's state; ``*name``: every member, at any depth, whose key ends with ``name``)."""
-    snapshot = open_snapshot(loads_state(blob))
+    snapshot = snapshot_of(blob)
     fold, service = dict(snapshot.model), dict(snapshot.service)
     if where == "fold":
         fold[key] = _as_member(change(fold[key]))
-        return dumps_state(make_snapshot(fold, service))
+        return snapshot_bytes(fold, service)
     artifact = loads_state(service["artifact"].tobytes())
     if where == "meta":
         _nested_set(artifact["meta"], key, change(_nested_get(artifact["meta"], key)))
@@ -161,7 +161,7 @@ def with_change(blob: bytes, where: str, key: str, change: Callable[[Any], Any])
         _change_model(model, key, change)
         artifact["model"] = np.frombuffer(dumps_state(model), dtype=np.uint8)
     service["artifact"] = np.frombuffer(dumps_state(artifact), dtype=np.uint8)
-    return dumps_state(make_snapshot(fold, service))
+    return snapshot_bytes(fold, service)
 
 
 def _change_model(state: dict, key: str, change) -> None:
@@ -235,7 +235,7 @@ def _filled(value: Any, number: float) -> Any:
 
 def targets(blob: bytes) -> list[tuple[str, str]]:
     """Every value of a snapshot a change can aim at: (where, key)."""
-    snapshot = open_snapshot(loads_state(blob))
+    snapshot = snapshot_of(blob)
     out = [("fold", k) for k, v in snapshot.model.items()
            if isinstance(v, np.ndarray | int | float) and not isinstance(v, bool)]
     artifact = loads_state(snapshot.service["artifact"].tobytes())

@@ -131,7 +131,8 @@ def test_gbfs_served_trees_equal_the_in_process_fit(batch_client):
     from service.batch.spec import BatchLayout
     from service.schemas import ModelCreate
 
-    state, service = snapshot_of(snapshot).model, snapshot_of(snapshot).service
+    opened = snapshot_of(snapshot)
+    state, service = opened.model, opened.service
     spec = ModelCreate(name="d", algorithm="gbfs", groups=DIABETES_GROUPS)
     version = unpack(service["artifact"].tobytes(), "gbfs", BatchLayout(spec))
     served = version.model

@@ -10,11 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from algorithms.online import LEARNERS, learner_from_state
-from algorithms.serialization import loads_state
 from service import fbx1
 from service.app import create_app
-from service.snapshot_file import open_snapshot
 from tests.support.online import create, json_examples, libsvm_text, same_state
+from tests.support.snapshots import snapshot_of
 
 
 def oracle(X, y, n, algorithm="sofs", **params):
@@ -27,7 +26,7 @@ def served_state(client, name="m") -> dict:
     """The learner's state in the model's snapshot (beside it: the service's members)."""
     response = client.get(f"/v1/models/{name}/snapshot")
     assert response.status_code == 200
-    return open_snapshot(loads_state(response.content)).model
+    return snapshot_of(response.content).model
 
 
 def test_model_crud(client):

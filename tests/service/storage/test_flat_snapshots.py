@@ -14,24 +14,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
+from tests.support.restores import same
 
 FOLDER = Path(__file__).resolve().parents[2] / "states" / "flat-snapshots"
 EXPECTED = json.loads((FOLDER / "expected.json").read_text())
-
-
-def _close(got, want, where) -> None:
-    if isinstance(want, float) and isinstance(got, float):
-        assert got == pytest.approx(want, rel=1e-12, abs=1e-12), where
-    elif isinstance(want, dict):
-        assert isinstance(got, dict) and got.keys() == want.keys(), where
-        for key in want:
-            _close(got[key], want[key], (*where, key))
-    elif isinstance(want, list):
-        assert isinstance(got, list) and len(got) == len(want), where
-        for k, (a, b) in enumerate(zip(got, want, strict=True)):
-            _close(a, b, (*where, k))
-    else:
-        assert got == want, where
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -50,7 +36,7 @@ def test_a_flat_snapshot_restores_and_answers_as_then(make_settings, name):
                 got = client.post(f"/v1/models/{name}/predict", json={
                     "examples": record["probe"], **({} if S is None else {"computed_groups": S})
                 }).json()["answers"]
-                _close(got, answers, (name, key))
+                assert same(got, answers, rtol=1e-12), (name, key)
         else:
             got = client.post(f"/v1/models/{name}/predict",
                               json={"examples": record["probe"]}).json()
