@@ -97,7 +97,7 @@ def unpack(blob: bytes, family: str, layout: BatchLayout) -> Artifact:
     if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.ndim != 1:
         raise ValueError("artifact has no model member")
     adapter = family_of(family)
-    model = adapter.model_class(meta).from_bytes(raw.tobytes())
+    model = adapter.model_class(info).from_bytes(raw.tobytes())
     validation = None
     if isinstance(payload.get("validation"), np.ndarray):
         from algorithms.anytime import SufficientStatistics
@@ -107,8 +107,7 @@ def unpack(blob: bytes, family: str, layout: BatchLayout) -> Artifact:
     if validation is not None:
         check_statistics(validation)
     held_out = _held_out(payload, layout, info.task)
-    artifact = Artifact(int(info.version), meta, family, model, validation, layout,
-                        held_out=held_out)
+    artifact = Artifact(info, family, model, validation, layout, held_out=held_out)
     adapter.check_artifact(artifact)
     return artifact
 
@@ -176,16 +175,16 @@ def _held_out(state: dict, layout: BatchLayout, task: str):
 class Artifact:
     """One loaded version; thread-safe to read (its caches are bounded and locked)."""
 
-    def __init__(self, version: int, meta: dict, family: str, model, validation,
+    def __init__(self, info: VersionMeta, family: str, model, validation,
                  layout: BatchLayout, cache_size: int = 1024, held_out=None) -> None:
-        self.version = version
-        self.meta = meta
+        self.info = info  # what the version says of itself, typed (checked by unpack)
+        self.version = int(info.version)
         self.family = family
         self.adapter = family_of(family)
         self.model = model
         self.validation = validation
         self.layout = layout
-        self.task = VersionMeta.from_dict(meta).task
+        self.task = info.task
         self.held_out = held_out
         self._per_set: OrderedDict = OrderedDict()
         self._cache_size = cache_size
@@ -276,12 +275,11 @@ class Artifact:
             return self.labels(scores, out)  # (a temperature of 0 leaves it measured)
         return self.labels(logits, out)
 
-    @property
-    def info(self) -> VersionMeta:
-        """The version's metadata, typed (:class:`~service.batch.jobs.VersionMeta`) from
-        ``meta``, the stored dict (which the families read and a rollback copies); O(members)
-        per call."""
-        return VersionMeta.from_dict(self.meta)
+    def republished(self, meta: dict[str, Any]) -> None:
+        """Serve this checked version as the one ``meta`` describes (a snapshot's version
+        published again under a new number: ``meta`` is its stored metadata)."""
+        self.info = VersionMeta.from_dict(meta)
+        self.version = int(self.info.version)
 
     def per_set(self, S: list[int], compute):
         """The family's value for the set ``S``, ``compute()`` on a miss (outside the lock;

@@ -125,8 +125,9 @@ class VersionMeta:
     """What a published version says of itself (stored beside its artifact and inside it).
 
     A retrain writes every member; :meth:`from_dict` reads what any version of the service
-    stored: a member it lacks takes its default here (None; ``task`` "regression",
-    ``metrics`` empty), members not known here are kept in ``extra`` (``restored_from``,
+    stored: a member it lacks takes its default here (None; ``task`` "regression"), except
+    ``metrics``, which reads None when missing (a version without is refused by its
+    family's check), members not known here are kept in ``extra`` (``restored_from``,
     ``published_by``, ...). :meth:`to_dict` writes ``extra`` first, then the members."""
 
     version: int | None = None  # (stored always: check_meta refuses a version without)
@@ -140,7 +141,7 @@ class VersionMeta:
     examples_used: int | None = None
     validation_examples: int | None = None
     trained_through: str | None = None
-    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, Any] | None = dataclasses.field(default_factory=dict)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # members not known here
 
     @classmethod
@@ -148,7 +149,7 @@ class VersionMeta:
         """The typed view of a stored version's metadata (checked first by
         :func:`service.batch.artifact.check_meta`); O(members)."""
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        return cls(**{k: v for k, v in raw.items() if k in known},
+        return cls(**{"metrics": None, **{k: v for k, v in raw.items() if k in known}},
                    extra={k: v for k, v in raw.items() if k not in known})
 
     def to_dict(self) -> dict[str, Any]:

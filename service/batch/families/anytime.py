@@ -88,7 +88,7 @@ class AnytimeFamily(StatisticsFamily):
         return model, _metrics(model, layout)
 
     # ------------------------------------------------------------------ artifact
-    def model_class(self, meta):
+    def model_class(self, info):
         from algorithms.registry import class_of
 
         return class_of("anytime-linear-model")
@@ -114,7 +114,7 @@ class AnytimeFamily(StatisticsFamily):
         """The sequence rows' curves (one finite figure per prefix) and the ranges of
         :func:`check_anytime_ranges`."""
         super().check_artifact(artifact)
-        metrics, model = artifact.meta["metrics"], artifact.model
+        metrics, model = artifact.info.metrics, artifact.model
         P = len(model.sequence_) + 1
         check_numbers(metrics.get("train_explained_variance"), P,
                       "meta.metrics.train_explained_variance")

@@ -118,11 +118,11 @@ class AutoFamily(BatchFamily):
     def held_out_for(self, rows):
         return None  # kept in the model
 
-    def model_class(self, meta):
+    def model_class(self, info):
         from algorithms.registry import class_of
 
-        if meta.get("task") == "classification" and \
-                (meta.get("params") or {}).get("classes") is not None:
+        if info.task == "classification" and \
+                (info.params or {}).get("classes") is not None:
             return class_of("gbfs")  # a multi-class version: its GBFS half
         return class_of("per-set-choice")
 
@@ -138,7 +138,7 @@ class AutoFamily(BatchFamily):
         if multi(artifact.layout):
             return _GBFS.check_artifact(artifact)
         super().check_artifact(artifact)
-        metrics, model = artifact.meta["metrics"], artifact.model
+        metrics, model = artifact.info.metrics, artifact.model
         P = len(model.sequence_) + 1
         names = FIGURE_NAMES[artifact.task]
         answered = metrics.get("answered_by")

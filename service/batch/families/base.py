@@ -125,7 +125,9 @@ class BatchFamily:
         """The held-out rows ``(X, y)`` a version keeps (None: none)."""
         return rows
 
-    def model_class(self, meta: dict) -> type:
+    def model_class(self, info) -> type:
+        """The model class of a version whose metadata is ``info``
+        (:class:`~service.batch.jobs.VersionMeta`)."""
         raise NotImplementedError
 
     def check_fits(self, model, layout: BatchLayout, validation) -> None:
@@ -136,7 +138,7 @@ class BatchFamily:
         """ValueError unless the version's metrics have the shapes its sequence rows read
         and the model's numbers the ranges that keep every answer finite (the family's
         own checks beyond :meth:`check_fits`). O(size of the version)."""
-        if not isinstance(artifact.meta.get("metrics"), dict):
+        if not isinstance(artifact.info.metrics, dict):
             raise ValueError("meta.metrics must be an object")
 
     def probe_rows(self, artifact) -> np.ndarray:

@@ -187,7 +187,7 @@ class GBFSFamily(BatchFamily):
         return model, _metrics(model, layout, task, X, y, validation)
 
     # ------------------------------------------------------------------ artifact
-    def model_class(self, meta):
+    def model_class(self, info):
         from algorithms.registry import class_of
 
         return class_of("gbfs")
@@ -200,7 +200,7 @@ class GBFSFamily(BatchFamily):
         finite figure per prefix of the sequence; the paper's rule: one per tree count)
         and :func:`check_tree_ranges`."""
         super().check_artifact(artifact)
-        metrics, model = artifact.meta["metrics"], artifact.model
+        metrics, model = artifact.info.metrics, artifact.model
         if all_trees(model):
             length = len(check_names(metrics.get("sequence"), artifact.layout,
                                      "meta.metrics.sequence")) + 1
@@ -260,7 +260,7 @@ class GBFSFamily(BatchFamily):
 
     def order(self, artifact):
         if all_trees(artifact.model):
-            return [artifact.layout.group_index[name] for name in artifact.meta["metrics"]
+            return [artifact.layout.group_index[name] for name in artifact.info.metrics
                     .get("sequence", [])]
         return [int(g) for g in artifact.model.selected_groups_]
 
@@ -337,7 +337,7 @@ def _prefix_rule(artifact, X, S: list[int]) -> dict[str, Any]:
 
 
 def _curve_figures(artifact, n_trees: int) -> dict[str, Any]:
-    metrics = artifact.meta["metrics"]
+    metrics = artifact.info.metrics
     curves = metrics.get("validation") or metrics["train"]
     basis = "validation" if metrics.get("validation") else "train"
     figures = {f"expected_{name}": float(values[n_trees]) for name, values in curves.items()}

@@ -134,10 +134,10 @@ class NVSDFamily(BatchFamily):
     def held_out_for(self, rows):
         return None
 
-    def model_class(self, meta):
+    def model_class(self, info):
         from algorithms.registry import class_of
 
-        return class_of("nvsd" if meta.get("estimator") == "plain" else "relaxed-nvsd")
+        return class_of("nvsd" if info.estimator == "plain" else "relaxed-nvsd")
 
     def check_fits(self, model, layout, validation):
         D = layout.n_features
@@ -149,7 +149,7 @@ class NVSDFamily(BatchFamily):
     def check_artifact(self, artifact):
         """The figures the answers read (finite RMSEs) and :func:`check_kernel_ranges`."""
         super().check_artifact(artifact)
-        metrics = artifact.meta["metrics"]
+        metrics = artifact.info.metrics
         for name in ("train_rmse", "validation_rmse"):
             value = metrics.get(name)
             if name == "validation_rmse" and value is None:
@@ -185,7 +185,7 @@ class NVSDFamily(BatchFamily):
         else:
             support = model.selected_features()
             scores = model.predict(dense)
-            out["expected_rmse"] = artifact.meta["metrics"].get("validation_rmse")
+            out["expected_rmse"] = artifact.info.metrics.get("validation_rmse")
             selected = support
         used = sorted({int(layout.group_of[int(f)]) for f in support})
         wanted = sorted({int(layout.group_of[int(f)]) for f in selected})

@@ -478,11 +478,11 @@ class BatchModels:
             raise ConflictError("another process folds this model; retry") from exc
         if artifact is not None:
             version = await self.storage.next_version(host.name)
-            meta = dict(artifact.meta, version=version, created_at=time.time(),
+            state_blob = loads_state(raw_artifact.tobytes())  # (its meta: as stored, checked)
+            meta = dict(state_blob["meta"], version=version, created_at=time.time(),
                         restored_from=artifact.version)
-            state_blob = loads_state(raw_artifact.tobytes())
             state_blob["meta"] = meta
-            artifact.version, artifact.meta = version, meta  # served as it was checked
+            artifact.republished(meta)  # served as it was checked
             await self.storage.publish_artifact(host.name, version, dumps_state(state_blob),
                                                 json.dumps(meta).encode())
             await host.serve(artifact, self.storage)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from algorithms.anytime import AnytimeLinearModel, SufficientStatistics
 from service.batch.artifact import Artifact
+from service.batch.jobs import VersionMeta
 from service.batch.families.anytime import expected_ev
 from service.batch.spec import BatchLayout
 from service.schemas import ModelCreate
@@ -39,7 +40,8 @@ def artifact(sizes, costs, seed, n, method) -> Artifact:
     layout = BatchLayout(spec)
     model = AnytimeLinearModel(groups=layout.groups, costs=layout.costs,
                                method=method).fit_statistics(SufficientStatistics.from_data(X, y))
-    return Artifact(1, {"task": "regression", "metrics": {}}, "anytime", model, None, layout)
+    return Artifact(VersionMeta(version=1, task="regression"), "anytime", model, None,
+                    layout)
 
 
 @settings(max_examples=60, deadline=None)

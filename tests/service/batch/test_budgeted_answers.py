@@ -113,9 +113,9 @@ def test_gbfs_answers_with_every_tree_and_the_held_out_figures_of_exactly_the_se
     assert (_ask(batch_client, X, [0], budget=3.0)[1] or {}).get("name") == _name(
         None if capped is None else capped[0])
     sequence = batch_client.get("/v1/models/d/sequence").json()["prefixes"]
-    assert [row.get("name") for row in sequence[1:]] == served.meta["metrics"]["sequence"]
+    assert [row.get("name") for row in sequence[1:]] == served.info.metrics["sequence"]
     names = [group["name"] for group in DIABETES_GROUPS]
-    order = [names.index(name) for name in served.meta["metrics"]["sequence"]]
+    order = [names.index(name) for name in served.info.metrics["sequence"]]
     assert [row["trees"] for row in sequence] == [
         reference.trees_used(sorted(order[:j])) for j in range(len(order) + 1)]
 
@@ -209,8 +209,8 @@ def test_anytime_classification_answers_with_the_logistic_refit_on_exactly_the_s
         train, validation=validation)
     served = _served(batch_client, "cs-g-omp", "classification")
     assert served.model.classification_answer == "logistic"
-    assert served.meta["metrics"]["classification_answer"] == "logistic"
-    assert served.meta["metrics"]["logistic_rows"] == len(yt)
+    assert served.info.metrics["classification_answer"] == "logistic"
+    assert served.info.metrics["logistic_rows"] == len(yt)
     np.testing.assert_array_equal(served.model.sequence_, regression.sequence_)
     held_X, held_y = served.held_out
     figures = SetFigures(lambda rows, S: reference.decision_function(rows, computed_groups=S),

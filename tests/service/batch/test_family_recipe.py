@@ -94,7 +94,7 @@ class ToyFamily(BatchFamily):
                                                     validation[1])
         return model, {"train_rmse": rmse(model.predict(X), y), "validation_rmse": held}
 
-    def model_class(self, meta):
+    def model_class(self, info):
         return ToyMean
 
     def check_fits(self, model, layout, validation):
@@ -104,7 +104,7 @@ class ToyFamily(BatchFamily):
     def answer(self, artifact, X, S):
         scores = artifact.model.predict(X)
         out = {"predictions": scores.tolist(), "groups_used": [], "cost": 0.0,
-               "expected_rmse": artifact.meta["metrics"]["validation_rmse"],
+               "expected_rmse": artifact.info.metrics["validation_rmse"],
                "expected_on": "validation"}
         return artifact.labels(scores, out)
 
