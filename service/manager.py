@@ -32,12 +32,11 @@ from service.ingest import ExampleBatch
 from service.model_interface import Host
 from service.online.models import OnlineModels
 from service.placement import Membership
-from service.priority import in_background
+from service.priority import loop_seconds, offload
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import ModelChangedError, Storage
 
 log = logging.getLogger("featurebudget.manager")
-_INLINE_ENCODE_NNZ = 8192  # encode bigger batches for the log off the event loop
 
 
 class RepeatedRequest(Exception):  # noqa: N818 - a signal, not an error
@@ -294,8 +293,8 @@ class ModelManager:
         first append's ids are answered (RepeatedRequest says so)."""
         entries = []
         for batch in batches:  # names travel in the entry: a fold over the log, like weights
-            big = batch.raw is None and batch.X.nnz > _INLINE_ENCODE_NNZ
-            data = await in_background(batch.encode) if big else batch.encode()
+            data = await offload(batch.encode, cost=0.0 if batch.raw is not None else
+                                 loop_seconds("encode_nnz", batch.X.nnz))
             entry = {b"fmt": b"bin", b"data": data}
             if batch.names:
                 entry[b"names"] = fbx1.encode_names(batch.names)

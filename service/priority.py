@@ -98,3 +98,44 @@ async def in_background(function, /, *args, **kwargs):
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(background_pool(),
                                       functools.partial(function, *args, **kwargs))
+
+
+# The one rule of what runs on the event loop: work estimated at most LOOP_BUDGET_S of CPU
+# runs there (a thread hand-over and back costs more than that while the loop is busy),
+# more goes to a thread. Each kind of work's rate on one core, measured by
+# `python benchmarks/offload_rates.py` (2-core reference machine), turns its size into
+# seconds (:func:`loop_seconds`).
+LOOP_BUDGET_S = 0.001
+RATES = {  # units per second of one core
+    "parse_json": 10e6,  # bytes of a JSON body of examples parsed (named features: hashed)
+    "parse_libsvm": 270e6,  # bytes of a libsvm body of examples parsed and checked
+    "parse_bin": 4e9,  # bytes of an FBX1 body of examples decoded and checked
+    "create_body": 22e6,  # bytes of a create request's JSON parsed and validated
+    "view_decode": 32e6,  # bytes of a serving view decoded and checked (names in it)
+    "learner_bytes": 5e9,  # bytes of a new learner's arrays allocated
+    "encode_nnz": 780e6,  # non-zeros of a batch encoded for the log (FBX1)
+    "append_bytes": 1e9,  # bytes appended to the embedded log
+    "scores_nnz": 16e6,  # non-zeros of a batch scored by an online learner or its view
+}
+
+
+def loop_seconds(work: str, amount: float) -> float:
+    """Estimated CPU seconds of ``amount`` units of ``work`` (a key of :data:`RATES`)."""
+    return amount / RATES[work]
+
+
+def fits_loop(seconds: float) -> bool:
+    """Whether work estimated at ``seconds`` runs on the event loop (:data:`LOOP_BUDGET_S`)."""
+    return seconds <= LOOP_BUDGET_S
+
+
+async def offload(function, /, *args, cost: float, background: bool = True):
+    """``function(*args)``: on the event loop when its estimated ``cost`` (seconds,
+    :func:`loop_seconds`) fits the loop's budget (:func:`fits_loop`), else on a thread:
+    the background pool (lower priority: ingestion, creation) or, with ``background``
+    False, the default executor at the process's priority (work a prediction waits for)."""
+    if fits_loop(cost):
+        return function(*args)
+    if background:
+        return await in_background(function, *args)
+    return await asyncio.to_thread(function, *args)

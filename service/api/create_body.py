@@ -4,7 +4,7 @@ A batch model's groups may name up to 10^6 features in one body: decoding and va
 that (the names unique within and across groups) takes seconds of CPU. FastAPI would do it
 on the event loop; :class:`CreateRoute` reads the body itself and parses it on a worker
 thread, as FastAPI would (JSON, then ``ModelCreate``'s validation; the same errors). A body
-over ``_INLINE_BYTES`` that describes a batch model too large for the process is refused
+over ``_PRECHECK_BYTES`` that describes a batch model too large for the process is refused
 from its counts first (:func:`refuse_too_large`, O(groups)), before any name is checked.
 """
 
@@ -26,10 +26,10 @@ from service.api.media import media_type, require_json
 from service.batch.families import family_of_algorithm
 from service.batch.serving.models import validate_batch_spec
 from service.errors import InputError
-from service.priority import in_background
+from service.priority import loop_seconds, offload
 from service.schemas import GroupSpec, ModelCreate
 
-_INLINE_BYTES = 256 << 10  # parse bigger bodies off the event loop
+_PRECHECK_BYTES = 256 << 10  # bodies this big: a batch model's size is checked first
 _MAX_GROUPS = ModelCreate.model_fields["groups"].metadata[0].max_length
 
 
@@ -37,7 +37,7 @@ def parse_create(body: bytes, content_type: str | None, settings) -> ModelCreate
     """``body`` as a :class:`ModelCreate`, or the RequestValidationError (400 for JSON that
     does not parse, else 422) FastAPI raises for it; 415 for a content type other than JSON
     (:mod:`service.api.media`); InputError (422) for a batch model too large (bodies over
-    ``_INLINE_BYTES``). O(body)."""
+    ``_PRECHECK_BYTES``). O(body)."""
     if not body:
         raise RequestValidationError([{"type": "missing", "loc": ("body",),
                                        "msg": "Field required", "input": None}])
@@ -54,7 +54,7 @@ def parse_create(body: bytes, content_type: str | None, settings) -> ModelCreate
                 "type": "json_invalid", "loc": ("body", getattr(exc, "pos", 0)),
                 "msg": "JSON decode error", "input": {},
                 "ctx": {"error": getattr(exc, "msg", str(exc))}}]) from None
-    if len(body) > _INLINE_BYTES:
+    if len(body) > _PRECHECK_BYTES:
         refuse_too_large(document, settings)
     try:
         return ModelCreate.model_validate(document)
@@ -93,9 +93,9 @@ def refuse_too_large(document: Any, settings) -> None:
 
 class CreateRoute(KeyCheckedRoute):
     """``POST /v1/models``: the key checked, then the body read and parsed by
-    :func:`parse_create` (off the event loop past ``_INLINE_BYTES``), and the endpoint
-    called with it; its answer rendered through the route's response model, as FastAPI
-    renders it. The endpoint's signature still declares the body (the OpenAPI document)."""
+    :func:`parse_create` (off the event loop past the loop's budget:
+    :func:`~service.priority.offload`), and the endpoint called with it; its answer
+    rendered through the route's response model, as FastAPI renders it. The endpoint's signature still declares the body (the OpenAPI document)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         endpoint, status = self.endpoint, self.status_code
@@ -106,10 +106,8 @@ class CreateRoute(KeyCheckedRoute):
             state = request.app.state
             body = await read_body(request, state.settings.max_body_bytes)
             content_type = request.headers.get("content-type")
-            if len(body) > _INLINE_BYTES:
-                spec = await in_background(parse_create, body, content_type, state.settings)
-            else:
-                spec = parse_create(body, content_type, state.settings)
+            spec = await offload(parse_create, body, content_type, state.settings,
+                                 cost=loop_seconds("create_body", len(body)))
             answer = await endpoint(spec, state.manager)
             return Response(adapter.dump_json(adapter.validate_python(answer)),
                             status_code=status, media_type="application/json")

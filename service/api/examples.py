@@ -22,13 +22,13 @@ from service.api.openapi import EXAMPLES_BODY, PREDICT_BODY, PREDICT_LINKS
 from service.errors import MalformedBodyError, NotFoundError, ServiceError, item_error
 from service.ingest import examples_in
 from service.manager import RepeatedRequest
-from service.priority import in_background, predicting
+from service.priority import loop_seconds, offload, predicting
 from service.schemas import ExamplesAccepted, FeedbackRequest, FeedbackResponse
 
 router = APIRouter(prefix="/v1/models/{model}", tags=["examples"],
                    route_class=KeyCheckedRoute)
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
-_BIG = 64 << 10  # parse bodies above this size in a worker thread
+_PARSE_RATE = {"json": "parse_json", "libsvm": "parse_libsvm", "bin": "parse_bin"}
 
 
 def _media_type(request: Request) -> str:
@@ -51,13 +51,10 @@ async def post_examples(model: str, request: Request, response: Response, manage
     fmt = None
     try:
         fmt = example_format(media_type, body)  # 415: a type it does not read, JSON as libsvm
-        if len(body) > _BIG:
-            batch, fmt = await in_background(host.parse_examples, body, media_type)
-        else:
-            batch, fmt = host.parse_examples(body, media_type)
+        cost = loop_seconds(_PARSE_RATE[fmt], len(body))
+        batch, fmt = await offload(host.parse_examples, body, media_type, cost=cost)
     except ServiceError:  # the body's examples counted (none for a 415; big: in a thread)
-        count = examples_in(body, fmt) if len(body) <= _BIG else \
-            await in_background(examples_in, body, fmt)
+        count = 0 if fmt is None else await offload(examples_in, body, fmt, cost=cost)
         metrics.count_rejected(host.name, "api", count)
         raise
     key = request.headers.get("idempotency-key")

@@ -47,7 +47,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from service import fbx1
-from service.priority import in_background
+from service.priority import fits_loop, in_background, loop_seconds
 from service.storage.base import (
     Appended,
     LogEntry,
@@ -66,7 +66,7 @@ _NAMES = struct.Struct("<I")
 _KEY = struct.Struct("<H")
 KEYS_KEPT = 100_000  # idempotency keys remembered per model (the newest)
 MAX_RECORD = 1 << 30  # a longer frame is a torn tail on open (service.fbx1.MAX_ENTRY_BYTES)
-_INLINE_BYTES = 64 << 10  # appends up to this size run on the event loop when the log is free
+_JOIN_BYTES = 64 << 10  # smaller pieces of a record are joined into one write
 
 
 def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
@@ -223,7 +223,7 @@ class LocalLog:
         10 MB, which the event loop waits out)."""
         small: list = []
         for piece in pieces:
-            if len(piece) < _INLINE_BYTES:
+            if len(piece) < _JOIN_BYTES:
                 small.append(piece)
                 continue
             if small:
@@ -291,9 +291,11 @@ class LocalLog:
 
     async def run(self, size: int | None, method, *args):
         """``method`` (an unlocked ``_append`` / ``_read`` ...) under the lock: on the event
-        loop when ``size`` bytes are few and the lock is free, else (and always for ``size``
-        None: reads, whose size is not known before) on a background thread."""
-        if size is not None and size <= _INLINE_BYTES and self.lock.acquire(blocking=False):
+        loop when appending ``size`` bytes fits the loop's budget
+        (:func:`~service.priority.fits_loop`) and the lock is free, else (and always for
+        ``size`` None: reads, whose size is not known before) on a background thread."""
+        if size is not None and fits_loop(loop_seconds("append_bytes", size)) and \
+                self.lock.acquire(blocking=False):
             try:
                 return method(*args)
             finally:
