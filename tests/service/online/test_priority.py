@@ -69,3 +69,36 @@ def test_background_threads_yield_to_predictions_in_flight_and_nothing_else_wait
     assert idle < priority.YIELD_STEP_S and here < priority.YIELD_STEP_S
     assert priority.YIELD_MAX_S <= busy < priority.YIELD_MAX_S + 0.05
     assert priority._PREDICTING[0] == 0
+
+
+def test_offload_runs_work_within_the_loops_budget_inline_and_more_on_a_thread():
+    def where():
+        return threading.current_thread(), _nice()
+
+    async def main():
+        loop_thread = threading.current_thread()
+        budget = priority.LOOP_BUDGET_S
+        inline = await priority.offload(where, cost=budget)
+        background = await priority.offload(where, cost=budget * 1.01)
+        normal = await priority.offload(where, cost=budget * 1.01, background=False)
+        return loop_thread, inline, background, normal
+
+    loop_thread, inline, background, normal = asyncio.run(main())
+    assert inline[0] is loop_thread
+    assert background[0] is not loop_thread and normal[0] is not loop_thread
+    assert background[0].name.startswith("featurebudget-background")
+    assert not normal[0].name.startswith("featurebudget-background")
+    if sys.platform.startswith("linux"):
+        assert normal[1] == _nice() and background[1] >= normal[1]
+
+
+def test_every_rate_of_the_offload_rule_is_measured_by_its_benchmark():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "offload_rates.py"
+    spec = importlib.util.spec_from_file_location("offload_rates", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert set(module.KINDS) == set(priority.RATES)
+    assert priority.loop_seconds("append_bytes", priority.RATES["append_bytes"]) == 1.0
