@@ -90,7 +90,7 @@ def measured(argv: list[str], env: dict | None = None) -> tuple[float, int, floa
 def floor(snapshot: str, path: str, out: str) -> None:
     """The in-process scorer (run as ``--floor SNAPSHOT FILE OUT``); prints its seconds."""
     from algorithms.sparse.libsvm import iter_libsvm, parse_libsvm
-    from service.online.host import parse_snapshot
+    from service.online.snapshot import parse_snapshot
 
     learner, _ = parse_snapshot(Path(snapshot).read_bytes())
     learner.decision_function(parse_libsvm(b"1 1:1\n", learner.n_features)[0])  # (compiled)

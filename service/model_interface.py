@@ -11,7 +11,7 @@ other kind answers it with a 409 that says what to do instead (:meth:`Host.refus
 A host keeps its kind's service (``models``: the process's
 :class:`service.online.models.OnlineModels` or
 :class:`service.batch.serving.models.BatchModels`), which holds the storage, the settings
-and the fold; a host's methods are one call into it.
+and the fold; an online host's methods are its own, reaching those through it.
 """
 
 from __future__ import annotations

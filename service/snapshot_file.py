@@ -14,7 +14,7 @@ service.*}``:
   ``service.artifact`` (the served version's artifact, bytes as uint8).
 
 No other member is read: a snapshot with one is refused, naming it. The service's members
-are checked by their readers (:func:`service.online.host.parse_snapshot`, the batch
+are checked by their readers (:func:`service.online.snapshot.parse_snapshot`, the batch
 restore), each error naming the member as the file names it.
 
 Snapshots written before this envelope were *flat*: the model's state with the service's

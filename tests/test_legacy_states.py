@@ -71,7 +71,7 @@ def test_an_online_learner_over_the_cuckoo_map_resumes():
 
 
 def test_a_service_snapshot_of_an_online_model_loads():
-    from service.online.host import parse_snapshot
+    from service.online.snapshot import parse_snapshot
     from service.schemas import ModelSpec
 
     expected = EXPECTED["service-online-snapshot"]

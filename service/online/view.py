@@ -133,3 +133,8 @@ def top_names(indices: np.ndarray, values: np.ndarray, names: dict[int, str],
     order = np.argsort(-np.abs(values), kind="stable")[:limit]
     return {int(indices[k]): names[int(indices[k])] for k in order
             if int(indices[k]) in names}
+
+
+def token_position(token: str | None) -> tuple[int, int]:
+    """The log position a serving view token ("<log id> <nonce>") stands for."""
+    return id_key(token.partition(" ")[0]) if token else (-1, -1)

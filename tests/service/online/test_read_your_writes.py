@@ -146,9 +146,9 @@ def test_a_new_owner_answers_from_the_newer_view_until_its_replay_catches_up():
     owner.apply_all(batches, "5-0")
     view = owner.make_view(10)
     taker = ModelHost(spec)
-    taker.view = view
+    taker.install_view(view, f"{view.log_id} 0")
     before = taker.public(features=True, limit=10, log_end="5-0")   # not the owner yet
-    taker.owner = True                                                 # took the fold over
+    taker.set_owner(True)                                              # took the fold over
     during = taker.public(features=True, limit=10, log_end="5-0")   # nothing replayed yet
     assert before["examples_applied"] == during["examples_applied"] == 3
     assert during["log_position"] == "5-0"

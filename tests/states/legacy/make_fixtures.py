@@ -87,10 +87,9 @@ def online_snapshot() -> None:
     spec = ModelSpec(name="m", algorithm="sofs", budget=6, n_features=30, params={"r": 0.5},
                      created_at=1.0)
     host = ModelHost(spec)
-    host.learner.partial_fit(X[:40], y[:40])
-    host.applied_id = "1700000000000-3"
-    host.progressive_examples, host.progressive_correct = 40, 31
-    host.names = {0: "first", 3: "fourth"}
+    host.install((host.learner.partial_fit(X[:40], y[:40]), {
+        "log_id": "1700000000000-3", "progressive_examples": 40, "progressive_correct": 31,
+        "feature_names": {0: "first", 3: "fourth"}}))
     blob, _ = host.snapshot_blob()
     save("service-online-snapshot", blob, spec=spec.model_dump(mode="json"),
          probe=X[40:].tolist(), scores=host.learner.decision_function(X[40:]).tolist())
