@@ -12,7 +12,6 @@ writes none of the host's fields.
 
 from __future__ import annotations
 
-import asyncio
 import struct
 import time
 import uuid
@@ -24,6 +23,7 @@ from algorithms.online.base import signed_labels
 from service import fbx1, metrics
 from service.errors import ConflictError, item_error
 from service.ingest import ExampleBatch, parse_json_examples
+from service.priority import loop_seconds, offload
 from service.storage import ModelChangedError
 
 _SCORE = struct.Struct("<d")
@@ -71,10 +71,8 @@ class HostPredictions:
         learner = view or self.learner
         examples = int(view.n_examples if view is not None else self.learner.n_examples_)
         started = time.perf_counter()
-        if len(batch) > 256:
-            scores = await asyncio.to_thread(learner.decision_function, batch.X)
-        else:
-            scores = learner.decision_function(batch.X)
+        scores = await offload(learner.decision_function, batch.X, background=False,
+                               cost=loop_seconds("scores_nnz", batch.X.nnz))
         metrics.PREDICT_SECONDS.labels(self.name).observe(time.perf_counter() - started)
         metrics.PREDICTIONS.labels(self.name).inc(len(batch))
         ids = None

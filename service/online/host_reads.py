@@ -19,10 +19,10 @@ import numpy as np
 from service import metrics
 from service.online.view import ServingView, ViewFormatError, top_names
 from service.online.view import decode as decode_view
+from service.priority import loop_seconds, offload
 from service.storage import id_key
 
 log = logging.getLogger("featurebudget.manager")
-_INLINE_VIEW_BYTES = 256 << 10  # decode bigger serving views off the event loop
 
 
 class HostReads:
@@ -54,8 +54,8 @@ class HostReads:
         try:
             token, blob = await storage.fetch_view(self.name, self.view_token)
             if blob is not None:
-                view = decode_view(blob, self.n_features) if len(blob) < _INLINE_VIEW_BYTES \
-                    else await asyncio.to_thread(decode_view, blob, self.n_features)
+                view = await offload(decode_view, blob, self.n_features, background=False,
+                                     cost=loop_seconds("view_decode", len(blob)))
                 self.install_view(view, token)
                 metrics.READ_STALENESS.labels(self.name).observe(
                     max(0.0, time.time() - view.applied_at))

@@ -16,11 +16,9 @@ from algorithms.online import LEARNERS
 from service.online.fold import ModelFold
 from service.online.host import ModelHost
 from service.online.learner import check_learner
-from service.priority import in_background
+from service.priority import loop_seconds, offload
 from service.schemas import ModelCreate, ModelSpec
 from service.storage import Storage
-
-_INLINE_STATE_BYTES = 1 << 20  # allocate bigger learners off the event loop
 
 
 class OnlineModels:
@@ -53,13 +51,13 @@ class OnlineModels:
     async def host(self, spec: ModelSpec) -> ModelHost:
         """Restore a model (its snapshot, then its fold replays the log after it);
         InputError when the snapshot cannot be loaded (the model stays out of service).
-        A learner of more than ``_INLINE_STATE_BYTES`` is allocated off the event loop."""
+        A learner whose allocation takes more than the loop's budget is allocated off the
+        event loop (:func:`~service.priority.offload`)."""
         build = functools.partial(ModelHost, spec, models=self,
                                   feature_names_max=self.settings.feature_names_max,
                                   chunk_examples=self.settings.apply_chunk_examples)
-        small = spec.algorithm not in LEARNERS or \
-            self.model_bytes(spec) <= _INLINE_STATE_BYTES  # (unknown: ModelHost says so)
-        host = build() if small else await in_background(build)
+        size = self.model_bytes(spec) if spec.algorithm in LEARNERS else 0  # (unknown:
+        host = await offload(build, cost=loop_seconds("learner_bytes", size))  # it says so)
         blob = await self.storage.load_snapshot(spec.name)
         if blob is not None:
             host.load_blob(blob, check_spec=False)

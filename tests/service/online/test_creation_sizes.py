@@ -17,7 +17,7 @@ import algorithms.memory as memory
 from algorithms.online import LEARNERS
 from algorithms.online import _hashmap as cuckoo
 from algorithms.online._featuremap import DIRECT_MAX_FEATURES, allocate_map, map_bytes
-from service.online import models as online
+from service import priority
 from service.schemas import ModelCreate
 
 # The cases of the report: (body, the field a 422 names); d = 3e6 with B = 1e12 fits (201)
@@ -111,13 +111,13 @@ def test_budget_over_the_dimension_keeps_every_feature_and_is_built_off_the_loop
     counted once (no trial construction before the real one) and allocated on a worker
     thread, not on the event loop."""
     built = []
-    real = online.in_background
+    real = priority.in_background
 
     async def spy(function, *args, **kwargs):
         built.append(function)
         return await real(function, *args, **kwargs)
 
-    monkeypatch.setattr(online, "in_background", spy)
+    monkeypatch.setattr(priority, "in_background", spy)
     body = {"name": "m", "algorithm": "pet", "n_features": 3 * 10**6, "budget": 10**12}
     needed = LEARNERS["pet"].memory_bytes(n_features=3 * 10**6, budget=3 * 10**6)
     assert needed == LEARNERS["pet"].memory_bytes(n_features=3 * 10**6, budget=10**12)
