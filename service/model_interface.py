@@ -8,10 +8,10 @@ by testing the model's type. What only one kind can do (feedback on an online mo
 prediction, retrains and versions of a batch model) is a method of every host too: the
 other kind answers it with a 409 that says what to do instead (:meth:`Host.refuse`).
 
-A host keeps its kind's service (``models``: the process's
+A host keeps its kind's registry (``models``: the process's
 :class:`service.online.models.OnlineModels` or
 :class:`service.batch.serving.models.BatchModels`), which holds the storage, the settings
-and the fold; an online host's methods are its own, reaching those through it.
+and the fold; a host's methods are its own, reaching those through it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Host:
 
     kind: ClassVar[str]
     spec: ModelSpec
-    models: Any = None  # the kind's service: OnlineModels or BatchModels
+    models: Any = None  # the kind's registry: OnlineModels or BatchModels
 
     @property
     def name(self) -> str:

@@ -144,7 +144,7 @@ async def sequence_html(model: str, manager: Manager, request: Request) -> HTMLR
     try:
         host = await manager.get(model)
         if host.kind == "batch":
-            await host.models.require_version(host)
+            await host.require_version()
         rows = await host.sequence()
         policy = await host.acquisition()
     except ServiceError as exc:

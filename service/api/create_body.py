@@ -24,7 +24,7 @@ from starlette.responses import Response
 from service.api.deps import KeyCheckedRoute, read_body, require_role
 from service.api.media import media_type, require_json
 from service.batch.families import family_of_algorithm
-from service.batch.serving.models import validate_batch_spec
+from service.batch.serving.validation import validate_batch_spec
 from service.errors import InputError
 from service.priority import loop_seconds, offload
 from service.schemas import GroupSpec, ModelCreate

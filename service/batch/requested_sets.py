@@ -9,12 +9,12 @@ bound), and every set asked for more than ``N / k`` times holds a counter. An up
 O(1) for a counted set, O(k) when it evicts; ``top(m)`` is O(k log k).
 
 Each process keeps one sketch per model incarnation (:func:`sketch_for`), updated by
-:meth:`~service.batch.serving.models.BatchModels.predict` on the answer pool's threads (a lock per
-sketch; one call per request, O(sets in it)). The fit of a model that takes specialists
-(the ``auto`` family) reads the top sets: on a single-process backend this process's
-sketch; on a shared one every API process writes its counts to the backend every
-:data:`PUBLISH_SECONDS` (:func:`publish_loop`, ``Storage.save_requested_sets``) and the
-folding process sums them (``Storage.load_requested_sets``) at each retrain.
+:meth:`~service.batch.serving.host_answers.BatchHostAnswers.answer_predict` on the answer
+pool's threads (a lock per sketch; one call per request, O(sets in it)). The fit of a model
+that takes specialists (the ``auto`` family) reads the top sets: on a single-process backend
+this process's sketch; on a shared one every API process writes its counts to the backend
+every :data:`PUBLISH_SECONDS` (:func:`publish_loop`, ``Storage.save_requested_sets``) and
+the folding process sums them (``Storage.load_requested_sets``) at each retrain.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from clients.http import FeaturebudgetClient
 from service import fbx1
 from service.app import create_app
-from service.batch.serving import models as batch_models
+from service.batch.serving import host_jobs, validation
 from service.batch.worker import fold_worker, retrains
 from service.cli import main
 from service.settings import Settings
@@ -155,7 +155,8 @@ def test_deleting_a_model_stops_its_fit(make_settings, fits):
 
 
 def test_a_fit_past_the_time_limit_is_stopped_and_fails(make_settings, fits, monkeypatch):
-    monkeypatch.setattr(batch_models, "estimate_fit_seconds", lambda *a, **k: 0.0)
+    monkeypatch.setattr(validation, "estimate_fit_seconds", lambda *a, **k: 0.0)
+    monkeypatch.setattr(host_jobs, "estimate_fit_seconds", lambda *a, **k: 0.0)
     with TestClient(create_app(settings_for(make_settings, max_fit_seconds=1.0))) as client:
         slow_model(client)
         job_id = client.post("/v1/models/s/retrain").json()["id"]

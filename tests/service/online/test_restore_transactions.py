@@ -92,7 +92,7 @@ def test_a_stored_version_that_cannot_answer_is_never_pointed_at(app_settings):
         # the broken version stored beside the good one, the pointer left where it was
         client.portal.call(_store_version, storage, "d", 7, dumps_state(artifact))
         host = client.app.state.manager.batch.hosts["d"]
-        client.portal.call(host.refresh, storage)
+        client.portal.call(host.refresh)
         before = answers(client)
         assert before["versions"][1]["current"] == 1 and before["model"][1]["version"] == 1
         response = client.post("/v1/models/d/rollback", json={"version": 7})
@@ -101,7 +101,7 @@ def test_a_stored_version_that_cannot_answer_is_never_pointed_at(app_settings):
         assert answers(client) == before
         # a pointer moved behind the service's back: served version kept, /readyz says why
         client.portal.call(storage.set_current_version, "d", 7)
-        client.portal.call(host.refresh, storage)
+        client.portal.call(host.refresh)
         assert host.served.version == 1
         ready = client.get("/readyz")
         assert ready.status_code == 503 and "d" in ready.json()["serving_errors"]
