@@ -95,7 +95,8 @@ class CreateRoute(KeyCheckedRoute):
     """``POST /v1/models``: the key checked, then the body read and parsed by
     :func:`parse_create` (off the event loop past the loop's budget:
     :func:`~service.priority.offload`), and the endpoint called with it; its answer
-    rendered through the route's response model, as FastAPI renders it. The endpoint's signature still declares the body (the OpenAPI document)."""
+    rendered through the route's response model, as FastAPI renders it. The endpoint's
+    signature still declares the body (the OpenAPI document)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         endpoint, status = self.endpoint, self.status_code
