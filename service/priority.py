@@ -101,10 +101,11 @@ async def in_background(function, /, *args, **kwargs):
 
 
 # The one rule of what runs on the event loop: work estimated at most LOOP_BUDGET_S of CPU
-# runs there (a thread hand-over and back costs more than that while the loop is busy),
+# runs there (a thread hand-over and back costs about as much while the loop is busy),
 # more goes to a thread. Each kind of work's rate on one core, measured by
-# `python benchmarks/offload_rates.py` (2-core reference machine), turns its size into
-# seconds (:func:`loop_seconds`).
+# `python benchmarks/offload_rates.py` on the 2-core reference machine while it was busy (a
+# busy machine is when the loop's time matters; quiet, most run 1.1-3x faster), turns its
+# size into seconds (:func:`loop_seconds`).
 LOOP_BUDGET_S = 0.001
 RATES = {  # units per second of one core
     "parse_json": 10e6,  # bytes of a JSON body of examples parsed (named features: hashed)
