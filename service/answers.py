@@ -62,9 +62,13 @@ CLASS_EVIDENCE = 8  # the fewest that do (outliers allowed in proportion)
 SHAPES_KEPT = 4096  # the costs of the most recent shapes (and classes)
 
 
-def _served_call(args: tuple):
+def _served_call(function, args: tuple):
     """``(host, document, served version, number of examples)`` of a ``(host, document)``
-    call of a model with a served version, else None."""
+    call (``function(host, document)``, or ``host.method(document)``: a bound method's
+    ``__self__`` is its host) of a model with a served version, else None."""
+    host = getattr(function, "__self__", None)
+    if host is not None:
+        args = (host, *args)
     if len(args) < 2 or not isinstance(args[-1], dict):
         return None
     host, document = args[0], args[-1]
@@ -78,9 +82,9 @@ def _served_call(args: tuple):
 def call_shape(function, args: tuple):
     """What makes two answers cost alike, or None when unknown: ``(function, model,
     served version, computed set, cost cap, examples)`` for a ``(host, document)`` call
-    whose document names its set (``computed_groups``) or a cost cap (``max_cost``, or
+    (:func:`_served_call`) whose document names its set (``computed_groups``) or a cost cap (``max_cost``, or
     its old name ``budget``). O(|set|)."""
-    call = _served_call(args)
+    call = _served_call(function, args)
     if call is None:
         return None  # no version yet
     host, document, served, examples = call
@@ -102,7 +106,7 @@ def call_class(function, args: tuple):
     estimator its served version holds, examples)`` for a ``(host, document)`` call of a
     served model. (The versions of one model share its layout and parameters, so they cost
     alike: a new version keeps its model's evidence, unless it holds another estimator.)"""
-    call = _served_call(args)
+    call = _served_call(function, args)
     if call is None:
         return None
     host, _, served, examples = call

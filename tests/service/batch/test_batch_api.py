@@ -585,3 +585,19 @@ def test_a_succeeded_job_is_served_by_the_process_that_says_so(batch_client):
             assert time.monotonic() < deadline
         answer = batch_client.post("/v1/models/d/predict", json={"examples": rows})
         assert answer.status_code == 200 and answer.json()["version"] == version, answer.text
+
+
+def test_a_repeated_cheap_budgeted_answer_runs_inline_on_the_event_loop(batch_client):
+    """A served model's repeated set (a small model: well under the pool's inline bound)
+    is answered on the loop after its first, measured call (service/answers.py)."""
+    X, y = diabetes()
+    create_batch(batch_client)
+    diabetes_entries(batch_client, "d", X, y, [(0, 300)])
+    assert retrain(batch_client)["status"] == "succeeded"
+    pool = batch_client.app.state.manager.batch.answers
+    body = {"examples": named_examples(X, None, DIABETES_GROUPS, 300, 301),
+            "computed_groups": ["demographics", "exam"]}
+    before = pool.inline
+    for _ in range(4):
+        assert batch_client.post("/v1/models/d/predict", json=body).status_code == 200
+    assert pool.inline - before >= 2

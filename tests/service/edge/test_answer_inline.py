@@ -114,3 +114,25 @@ def test_cold_answers_of_a_cheap_model_run_inline_until_several_are_slow():
 
     asyncio.run(main())
     pool.close()
+
+
+def test_a_hosts_own_answer_method_is_measured_like_a_function_of_the_host():
+    """The hosts hand the pool their bound methods (``host.answer_predict``): the host is
+    the method's ``__self__``, so a cheap known shape is answered inline as before."""
+    class Host:
+        served = object()
+
+        def answer(self, document):
+            return threading.current_thread().name
+
+    host, pool = Host(), AnswerPool(threads=1)
+
+    async def main():
+        loop = threading.current_thread().name
+        cheap = {"examples": [{}], "computed_groups": ["a"]}
+        seen = [await pool.run(host.answer, cheap) for _ in range(3)]
+        assert seen == ["answers_0", loop, loop]
+
+    asyncio.run(main())
+    assert pool.inline == 2
+    pool.close()
