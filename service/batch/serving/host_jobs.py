@@ -14,6 +14,7 @@ from typing import Any
 
 from service.batch.jobs import Job, JobStatus
 from service.batch.serving.candidate import candidate
+from service.batch.serving.validation import fit_time_errors
 from service.batch.spec import estimate_fit_seconds, split_params
 from service.errors import ConflictError, NotFoundError
 from service.priority import in_background
@@ -41,9 +42,7 @@ class BatchHostJobs:
                 f"a retrain of model {self.name!r} would take about {seconds:,.0f} s, more "
                 f"than the limit of {settings.max_fit_seconds:g} s "
                 "(FEATUREBUDGET_MAX_FIT_SECONDS)",
-                [{"field": "retrain", "estimated_seconds": round(seconds, 1),
-                  "max_fit_seconds": settings.max_fit_seconds,
-                  "message": f"a retrain takes about {seconds:,.0f} s"}])
+                fit_time_errors("retrain", seconds, settings))
         job = Job.new("request", log_end)
         await storage.save_job(self.name, job.id, job.to_bytes())
         await storage.notify_job(self.name)

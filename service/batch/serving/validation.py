@@ -74,9 +74,14 @@ def _check_sizes(spec: ModelCreate, params, settings, room: int | None) -> None:
             f"{where}: a retrain would take about {seconds:,.0f} s, more than the limit of "
             f"{settings.max_fit_seconds:g} s (FEATUREBUDGET_MAX_FIT_SECONDS); use fewer "
             "features, a smaller window or fewer trees / path steps",
-            [{"field": "params", "estimated_seconds": round(seconds, 1),
-              "max_fit_seconds": settings.max_fit_seconds,
-              "message": f"a retrain takes about {seconds:,.0f} s"}])
+            fit_time_errors("params", seconds, settings))
 
 
-__all__ = ["validate_batch_spec"]
+def fit_time_errors(field: str, seconds: float, settings) -> list[dict]:
+    """The error item of a retrain estimated at ``seconds``, over ``max_fit_seconds``."""
+    return [{"field": field, "estimated_seconds": round(seconds, 1),
+             "max_fit_seconds": settings.max_fit_seconds,
+             "message": f"a retrain takes about {seconds:,.0f} s"}]
+
+
+__all__ = ["fit_time_errors", "validate_batch_spec"]
