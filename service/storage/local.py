@@ -293,8 +293,10 @@ class LocalLog:
         """``method`` (an unlocked ``_append`` / ``_read`` ...) under the lock: on the event
         loop when appending ``size`` bytes fits the loop's budget
         (:func:`~service.priority.fits_loop`) and the lock is free, else (and always for
-        ``size`` None: reads, whose size is not known before) on a background thread."""
-        if size is not None and fits_loop(loop_seconds("append_bytes", size)) and \
+        ``size`` None: reads, whose size is not known before, and with ``fsync``: an fsync
+        takes milliseconds) on a background thread."""
+        if size is not None and not self.fsync and \
+                fits_loop(loop_seconds("append_bytes", size)) and \
                 self.lock.acquire(blocking=False):
             try:
                 return method(*args)

@@ -198,3 +198,21 @@ def test_concurrent_appends_big_and_small_keep_order_and_content(tmp_path):
         await storage.close()
 
     asyncio.run(scenario())
+
+
+def test_a_small_append_runs_on_the_loop_unless_each_append_is_fsynced(tmp_path):
+    """Within the loop's budget an append runs inline (the lock free); with ``fsync`` (an
+    fsync takes milliseconds) every append runs on a background thread."""
+    import threading
+
+    def where(*entries):
+        return threading.current_thread()
+
+    async def thread_of(log):
+        return await log.run(100, where, [("bin", b"x")]), threading.current_thread()
+
+    for fsync, inline in ((False, True), (True, False)):
+        log = LocalLog(tmp_path / str(fsync), segment_bytes=1 << 20, fsync=fsync)
+        ran_on, loop_thread = asyncio.run(thread_of(log))
+        assert (ran_on is loop_thread) == inline
+        log.close()
