@@ -56,8 +56,9 @@ class OnlineModels:
         build = functools.partial(ModelHost, spec, models=self,
                                   feature_names_max=self.settings.feature_names_max,
                                   chunk_examples=self.settings.apply_chunk_examples)
-        size = self.model_bytes(spec) if spec.algorithm in LEARNERS else 0  # (unknown:
-        host = await offload(build, cost=loop_seconds("learner_bytes", size))  # it says so)
+        # (an unknown algorithm: ModelHost's own error says so, at once)
+        size = self.model_bytes(spec) if spec.algorithm in LEARNERS else 0
+        host = await offload(build, cost=loop_seconds("learner_bytes", size))
         blob = await self.storage.load_snapshot(spec.name)
         if blob is not None:
             host.load_blob(blob, check_spec=False)
