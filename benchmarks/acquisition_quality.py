@@ -164,7 +164,8 @@ def _generated(kind: str, source: str, made) -> Data:
     return Data(X, y, kind, groups, costs, names, source)
 
 
-CUBE_ROWS = 1500          # the CUBE sets' rows at most: the 8-class predictor's table
+ROWS = 20_000             # rows of each generated set: AFABench's CUBE size
+TEST_EPISODES = 1000      # test rows run as episodes at most (a seeded random subset)
 DATASETS: dict[str, Callable[[int, int], Data]] = {
     "cube-nm": lambda n, s: _generated("binary", f"make_cube_nm({n})", make_cube_nm(n, seed=s)),
     "syn1": lambda n, s: _generated("binary", f"make_switch(1, {n})", make_switch(1, n, seed=s)),
@@ -184,11 +185,9 @@ DATASETS: dict[str, Callable[[int, int], Data]] = {
     "latent-regression": lambda n, s: _grouped(make_latent_groups(n, "regression", seed=s),
                                                f"make_latent_groups({n}, 'regression')",
                                                "regression"),
-    "cube": lambda n, s: _generated("multiclass", f"make_cube({min(n, CUBE_ROWS)})",
-                                    make_cube(min(n, CUBE_ROWS), seed=s)),
+    "cube": lambda n, s: _generated("multiclass", f"make_cube({n})", make_cube(n, seed=s)),
     "cube-nonuniform": lambda n, s: _generated(
-        "multiclass", f"make_cube({min(n, CUBE_ROWS)}, nonuniform=True)",
-        make_cube(min(n, CUBE_ROWS), nonuniform=True, seed=s)),
+        "multiclass", f"make_cube({n}, nonuniform=True)", make_cube(n, nonuniform=True, seed=s)),
 }
 QUICK_DATASETS = ("cube-nm", "diabetes")
 
@@ -331,12 +330,15 @@ def oracle_sets(test_table: LossTable, cap: float) -> list[tuple[int, ...]]:
 
 def split(data: Data, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(train, window, test)`` row indices: the seeded 60/20/20 split (stratified for
-    classification)."""
+    classification); of more than ``TEST_EPISODES`` test rows, a seeded random subset of
+    that many (sorted), the same for every policy."""
     strat = data.y if data.kind != "regression" else None
     index = np.arange(data.y.size)
     rest, test = train_test_split(index, test_size=0.2, stratify=strat, random_state=seed)
     train, val = train_test_split(rest, test_size=0.25, random_state=seed,
                                   stratify=None if strat is None else strat[rest])
+    if test.size > TEST_EPISODES:
+        test = np.sort(np.random.default_rng(seed).choice(test, TEST_EPISODES, replace=False))
     return train, val, test
 
 
@@ -711,8 +713,8 @@ def present_policies(results: list[dict[str, Any]]) -> list[str]:
             if all(p in r["policies"] for r in results)]
 
 
-MERGE_KEYS = ("quick", "seeds", "n", "cap_fractions", "lambda_scales", "cegb_scales",
-              "max_groups", "policies")
+MERGE_KEYS = ("quick", "seeds", "n", "test_episodes", "cap_fractions", "lambda_scales",
+              "cegb_scales", "max_groups", "policies")
 
 
 def merge_payload(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -823,7 +825,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown data sets {unknown}; known: {sorted(DATASETS)}")
     seeds = args.seeds or (1 if args.quick else 2)
-    n = args.n or (800 if args.quick else 2000)
+    n = args.n or (800 if args.quick else ROWS)
     results: list[dict[str, Any]] = []
     spambase = None
     earlier = json.loads(args.out.read_text()) if args.merge and args.out.exists() else None
@@ -831,6 +833,7 @@ def main(argv: list[str] | None = None) -> int:
     def write() -> str:
         aggregates = aggregate(results) if results else {}
         payload = {"config": {"quick": args.quick, "datasets": names, "seeds": seeds, "n": n,
+                              "test_episodes": TEST_EPISODES,
                               "cap_fractions": CAP_FRACTIONS, "lambda_scales": LAMBDA_SCALES,
                               "cegb_scales": CEGB_SCALES, "max_groups": MAX_GROUPS,
                               "policies": POLICIES},

@@ -127,3 +127,28 @@ def test_merge_keeps_the_other_sets_and_replaces_the_rerun_ones():
     assert again["aggregates"][b] == merged["aggregates"][b]
     with pytest.raises(ValueError, match="seeds"):
         merge_payload(old, _payload(rerun, [b], seeds=old["config"]["seeds"] + 1))
+
+
+def test_split_runs_at_most_test_episodes_of_the_test_rows():
+    """The 60/20/20 split; past ``TEST_EPISODES`` test rows, the episodes run on a seeded
+    random subset of them (sorted, disjoint from the training rows and the window, the
+    same on every call), and the merge refuses runs whose episode counts differ."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.acquisition_quality import TEST_EPISODES, Data, merge_payload, split
+
+    def data(n):
+        X = np.zeros((n, 2))
+        return Data(X, (np.arange(n) % 2).astype(float), "binary", [[0], [1]],
+                    np.ones(2), ["a", "b"], "test")
+
+    train, val, test = split(data(2000), 0)
+    assert (train.size, val.size, test.size) == (1200, 400, 400)
+    n = 10 * TEST_EPISODES
+    train, val, test = split(data(n), 1)
+    assert (train.size, val.size, test.size) == (0.6 * n, 0.2 * n, TEST_EPISODES)
+    assert np.all(np.diff(test) > 0)
+    assert not set(test) & (set(train) | set(val))
+    assert np.array_equal(split(data(n), 1)[2], test)
+    assert not np.array_equal(split(data(n), 2)[2], test)
+    with pytest.raises(ValueError, match="test_episodes"):
+        merge_payload(_payload([], []), _payload([], [], test_episodes=TEST_EPISODES + 1))
