@@ -12,10 +12,11 @@
 
 Protocol (after Aronsson et al., AFABench, 2025): each data set is split 60/20/20 (seeded)
 into training rows (the predictor's fit), a held-out window (the policies' neighbours and
-per-set figures; the predictor never saw it) and test rows. Each test row is an episode
-from the empty set: the policy picks a group, the row reveals its features, until the
-policy stops or nothing fits the hard cap; the predictor then answers with the groups
-acquired. Caps: ``CAP_FRACTIONS`` of the total cost; the exchange-rate sweep
+per-set figures; the predictor never saw it) and test rows (at most ``TEST_EPISODES`` of
+them, a seeded random subset). Generated sets have ``ROWS`` rows (AFABench's CUBE size).
+Each test row is an episode from the empty set: the policy picks a group, the row reveals
+its features, until the policy stops or nothing fits the hard cap; the predictor then
+answers with the groups acquired. Caps: ``CAP_FRACTIONS`` of the total cost; the exchange-rate sweep
 (``LAMBDA_SCALES`` times ``(L(empty) - L(all)) / total cost`` of the window) without a cap
 gives further points for the per-example policies.
 
