@@ -30,9 +30,9 @@ Policies: ``ours`` (``ConditionedAcquisition``, gated, falling back to the per-s
 held-out window with the GBFS scorer, as the gbfs family serves it; for CUBE the same rule
 on the held-out log-loss), ``random`` (a random order, skipping groups that do not fit),
 ``cegb`` (LightGBM's cost-efficient gradient boosting, ``cegb_penalty_feature_lazy`` =
-scale x group cost / group size per feature, a sweep of scales; a row pays for every
-group a tree path of it reads), with ``--torch-peers`` GDFS and DIME
-(``benchmarks/torch_peers.py``: their choices answered by the shared predictor, and
+scale x group cost / group size per feature, a sweep of scales, each early-stopped on
+the window; a row pays for every group a tree path of it reads), with ``--torch-peers``
+GDFS and DIME (``benchmarks/torch_peers.py``: their choices answered by the shared predictor, and
 ``own_area`` by their own networks), and the bounds ``full`` (every group) and ``oracle``
 (per row, the set within the cap with the least loss on the row's own label). Beside
 them ``ours-auto``: the product as deployed, the gated policy over the ``auto`` family's
@@ -115,6 +115,7 @@ from benchmarks.budget_quality import (  # noqa: E402
 CAP_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 LAMBDA_SCALES = (2.0, 1.0, 0.5, 0.25, 0.1)
 CEGB_SCALES = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0)
+CEGB_ROUNDS, CEGB_PATIENCE = 5000, 50   # CEGB's boosting: early-stopped on the window
 CAP_RATE = 0.0            # capped episodes: a policy stops when no set lowers its loss
 POLICIES = ("ours", "aaco", "greedy-knn", "per-set", "random", "cegb", "full", "oracle")
 TORCH_POLICIES = ("gdfs", "dime")   # --torch-peers (PyTorch on the CPU, benchmarks/torch_peers.py)
@@ -265,8 +266,11 @@ def cost_to_reach(points: list[tuple[float, float]], target: float) -> float | N
 
 
 # ------------------------------------------------------------------------------ policies
-def cegb_points(data: Data, Xtr, ytr, Xte, yte, seed: int) -> list[dict[str, Any]]:
-    """LightGBM CEGB over a sweep of penalty scales: (mean cost paid, metric) per scale."""
+def cegb_points(data: Data, Xtr, ytr, Xva, yva, Xte, yte, seed: int
+                ) -> list[dict[str, Any]]:
+    """LightGBM CEGB over a sweep of penalty scales: (mean cost paid, metric) per scale,
+    each booster early-stopped on the window (``CEGB_PATIENCE`` rounds, at most
+    ``CEGB_ROUNDS``: a cap that does not bind) and used at its best iteration."""
     group_of = np.empty(data.X.shape[1], dtype=np.int64)
     for g, features in enumerate(data.groups):
         group_of[features] = g
@@ -279,9 +283,13 @@ def cegb_points(data: Data, Xtr, ytr, Xte, yte, seed: int) -> list[dict[str, Any
     for scale in CEGB_SCALES:
         params = dict(LGB_PARAMS, **objective, seed=seed, cegb_tradeoff=1.0,
                       cegb_penalty_feature_lazy=[scale * c for c in per_feature])
-        booster = lgb.train(params, lgb.Dataset(Xtr, ytr), num_boost_round=150)
-        paths = _leaf_paths(booster.dump_model())
-        leaves = booster.predict(Xte, pred_leaf=True).reshape(Xte.shape[0], -1)
+        booster = lgb.train(params, lgb.Dataset(Xtr, ytr), num_boost_round=CEGB_ROUNDS,
+                            valid_sets=[lgb.Dataset(Xva, yva)],
+                            callbacks=[lgb.early_stopping(CEGB_PATIENCE, verbose=False)])
+        best = booster.best_iteration
+        paths = _leaf_paths(booster.dump_model(num_iteration=best))
+        leaves = booster.predict(Xte, pred_leaf=True, num_iteration=best).reshape(
+            Xte.shape[0], -1)
         cost = np.empty(Xte.shape[0])
         for i, row in enumerate(leaves):
             used = set()
@@ -289,7 +297,8 @@ def cegb_points(data: Data, Xtr, ytr, Xte, yte, seed: int) -> list[dict[str, Any
                 used |= paths[t][int(leaf)]
             cost[i] = sum(data.costs[g] for g in {int(group_of[f]) for f in used})
         out.append({"scale": scale, "mean_cost": float(cost.mean()),
-                    **metrics(data, yte, booster.predict(Xte))})
+                    "rounds": int(best), **metrics(data, yte, booster.predict(
+                        Xte, num_iteration=best))})
     return out
 
 
@@ -525,7 +534,7 @@ def run_dataset(name: str, data: Data, seed: int, quick: bool,
                         for x in Xte]
                 sweep.append({"lambda": scale * unit, **evaluate(sets)})
             result["policies"][policy]["lambda_sweep"] = sweep
-    cegb = cegb_points(data, Xtr, ytr, Xte, yte, seed)
+    cegb = cegb_points(data, Xtr, ytr, Xva, yva, Xte, yte, seed)
     points = [(c["mean_cost"], c[key]) for c in cegb]
     result["policies"]["cegb"] = {"points": cegb, "area": curve_area(points, empty[key], total),
                                   "cost_to_99": cost_to_reach(points, 0.99 * full[key])}
